@@ -1,0 +1,182 @@
+/**
+ * ProbeCoordinator: one ffprobe of one source, shared by every request that needs its verdict.
+ *
+ * Different variants of one source, and `/info`, ask the same question ("what is in this
+ * file?"), so the identity is the canonical source, not the cache key. The coordinator holds a
+ * probe-limiter slot for exactly as long as ffprobe runs, and shares the answer for a short
+ * linger with requests already in flight. It is not a cache.
+ *
+ * ## Invariants
+ * - **At most one ffprobe per source in flight** (the Registry makes start-or-join one step).
+ * - **The probe slot is released when the verdict arrives**, not at the end of the linger, so
+ *   a second source is never refused because the first one is lingering.
+ * - **A failure is never shared beyond the waiters already present**: the key is unregistered
+ *   first, then the failure is broadcast, and the next request probes again.
+ * - **Every waiter gets exactly one verdict** (`result` or `error`).
+ *
+ * ## Races
+ * - *Join vs. verdict*: a joiner in `holding` is answered with the result in its join reply; a
+ *   joiner in `probing` is answered `pending` and receives the verdict as a `notify`.
+ *
+ * ## Events
+ * | Event | From | Effect |
+ * |---|---|---|
+ * | `join(id)` call | waiter | `probing`: reply `pending`, add; `holding`: reply `held(result)` |
+ * | `leave(id)` / `gone(id)` | waiter, monitor | drop the waiter (the probe is bounded; it runs on) |
+ * | probe done / error | invoked `probe` actor | release the slot; share or fail |
+ */
+import { type AnyActorLogic, type AnyActorRef, emit, enqueueActions, sendTo, setup } from 'xstate';
+
+/** Requests already in flight when the verdict lands are served from it, not re-probed. */
+export const PROBE_LINGER_MS = 1_000; // matches the render linger; a miss just probes again
+
+export type ProbeFailureClass = 'not_found' | 'probe_timeout' | 'probe_failed';
+
+export interface ProbeFailure {
+  readonly class: ProbeFailureClass;
+  readonly detail?: string;
+}
+
+export type ProbeWaiterMessage<R> =
+  | { readonly type: 'result'; readonly result: R }
+  | { readonly type: 'error'; readonly failure: ProbeFailure };
+
+export type ProbeJoinReply<R> =
+  | { readonly type: 'pending' }
+  | { readonly type: 'held'; readonly result: R }
+  | { readonly type: 'stopping' };
+
+export interface ProbeCoordinatorInput {
+  readonly key: string;
+  readonly slotId: string;
+  readonly limiter: AnyActorRef;
+  readonly firstWaiter: string;
+  readonly probeInput: unknown;
+}
+
+interface Context {
+  readonly key: string;
+  readonly slotId: string;
+  readonly limiter: AnyActorRef;
+  readonly probeInput: unknown;
+  readonly waiters: Set<string>;
+  result: unknown;
+}
+
+type Envelope = { callId?: number; replyTo?: AnyActorRef };
+
+export type ProbeCoordinatorEvent =
+  | ({ type: 'join'; id: string } & Envelope)
+  | { type: 'leave'; id: string }
+  | { type: 'gone'; id: string; reason?: unknown };
+
+function answer(callId: number, payload: unknown) {
+  return { type: 'reply' as const, callId, payload };
+}
+
+export const probeCoordinatorMachine = setup({
+  types: {
+    input: {} as ProbeCoordinatorInput,
+    context: {} as Context,
+    events: {} as ProbeCoordinatorEvent,
+    emitted: {} as
+      | { type: 'notify'; to: string; message: ProbeWaiterMessage<unknown> }
+      | { type: 'reply'; callId: number; payload: unknown }
+      | { type: 'unregister' },
+  },
+  actors: {
+    // Provided by the system: runs ffprobe in the probe pool and resolves with the parsed
+    // verdict, or rejects with a `ProbeFailure`-shaped error.
+    probe: {} as AnyActorLogic,
+  },
+  actions: {
+    addWaiter: ({ context, event }) => {
+      if (event.type === 'join') context.waiters.add(event.id);
+    },
+    removeWaiter: ({ context, event }) => {
+      if (event.type === 'leave' || event.type === 'gone') context.waiters.delete(event.id);
+    },
+    replyJoin: enqueueActions(
+      ({ context, event, enqueue }, params: { state: 'pending' | 'held' | 'stopping' }) => {
+        if (event.type !== 'join' || event.callId === undefined) return;
+        const payload =
+          params.state === 'held'
+            ? { type: 'held', result: context.result }
+            : { type: params.state };
+        const reply = answer(event.callId, payload);
+        if (event.replyTo) enqueue.sendTo(event.replyTo, reply);
+        else enqueue.emit(reply);
+      },
+    ),
+    keepResult: ({ context, event }) => {
+      context.result = (event as unknown as { output: unknown }).output;
+    },
+    broadcastResult: enqueueActions(({ context, enqueue }) => {
+      for (const id of context.waiters) {
+        enqueue.emit({
+          type: 'notify',
+          to: id,
+          message: { type: 'result', result: context.result },
+        });
+      }
+      context.waiters.clear();
+    }),
+    broadcastFailure: enqueueActions(({ context, event, enqueue }) => {
+      const failure = toFailure((event as unknown as { error: unknown }).error);
+      for (const id of context.waiters) {
+        enqueue.emit({ type: 'notify', to: id, message: { type: 'error', failure } });
+      }
+      context.waiters.clear();
+    }),
+    unregister: emit({ type: 'unregister' as const }),
+    releaseSlot: sendTo(
+      ({ context }) => context.limiter,
+      ({ context }) => ({ type: 'release', id: context.slotId }),
+    ),
+  },
+  delays: { linger: PROBE_LINGER_MS },
+}).createMachine({
+  id: 'probeCoordinator',
+  context: ({ input }) => ({
+    key: input.key,
+    slotId: input.slotId,
+    limiter: input.limiter,
+    probeInput: input.probeInput,
+    waiters: new Set([input.firstWaiter]),
+    result: undefined,
+  }),
+  initial: 'probing',
+  states: {
+    probing: {
+      invoke: {
+        src: 'probe',
+        input: ({ context }: { context: Context }) => context.probeInput,
+        onDone: { target: 'holding', actions: ['releaseSlot', 'keepResult', 'broadcastResult'] },
+        onError: {
+          target: 'stopped',
+          actions: ['releaseSlot', 'unregister', 'broadcastFailure'],
+        },
+      },
+      on: {
+        join: { actions: [{ type: 'replyJoin', params: { state: 'pending' } }, 'addWaiter'] },
+        leave: { actions: 'removeWaiter' },
+        gone: { actions: 'removeWaiter' },
+      },
+    },
+    holding: {
+      after: { linger: 'stopped' },
+      on: { join: { actions: { type: 'replyJoin', params: { state: 'held' } } } },
+    },
+    stopped: { type: 'final' },
+  },
+});
+
+/** Normalises whatever the probe actor rejected with into the closed failure set. */
+export function toFailure(error: unknown): ProbeFailure {
+  const cls = (error as { class?: unknown } | null)?.class;
+  if (cls === 'not_found' || cls === 'probe_timeout' || cls === 'probe_failed') {
+    const detail = (error as { detail?: unknown }).detail;
+    return typeof detail === 'string' ? { class: cls, detail } : { class: cls };
+  }
+  return { class: 'probe_failed', detail: error instanceof Error ? error.message : String(error) };
+}

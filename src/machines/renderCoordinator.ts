@@ -1,0 +1,507 @@
+/**
+ * RenderCoordinator: one render of one variant (one cache key), shared by every subscriber.
+ *
+ * The coordinator owns the render slot, the Render child that owns ffmpeg, and the backlog of
+ * every byte produced so far. Subscribers (HTTP responses, the store Tee) receive `rendering`,
+ * then `chunk`s, then exactly one of `done` or `error`, as `notify` messages addressed to their id.
+ *
+ * ## Invariants
+ * - **One terminal message per subscriber**: `done` or `error`, never both, never twice.
+ * - **No gap, no duplicate at the join seam**: a joiner gets the backlog snapshot in the same
+ *   transition that registers it, so every later chunk reaches it live.
+ * - **The slot is released after ffmpeg is gone, never before**: on `render.done` (before the
+ *   linger), or after a cancel the Render confirmed. Releasing first would exceed the cap for
+ *   the duration of the kill.
+ * - **`unsubscribe` by the last subscriber answers only once ffmpeg is dead.**
+ * - **Backlog ≤ maxVariantBytes**: the chunk that crosses the cap is neither kept nor sent.
+ * - **Fail ordering**: the key is unregistered first (`unregister` is emitted), then the failure
+ *   is broadcast, so a request that sees the failure can start a fresh render at once.
+ *
+ * ## Races
+ * - *Join vs. completion*: a joiner during the linger gets the whole backlog plus `done`.
+ * - *Last subscriber leaves vs. render finishes*: either order ends in `stopped` with the slot
+ *   released once; a `render.done` that arrives while cancelling counts as the confirmation.
+ * - *Displaced while queued*: the semaphore already dropped our id, so nothing is released.
+ *
+ * ## Events
+ * | Event | From | Effect |
+ * |---|---|---|
+ * | `join(id)` call | subscriber | reply `{ state, backlog, info? }`; add id unless completed |
+ * | `unsubscribe(id)` call / `gone(id)` | subscriber, monitor | remove; last one cancels |
+ * | `slot.granted` / `slot.displaced` | semaphore inbox | start the render / fail with 429 |
+ * | `render.chunk/done/error` | Render child | append and broadcast / complete / fail |
+ * | `shutdown` call | system | cancel whatever runs, release, stop; reply after |
+ *
+ * Collections in context (`subscribers`, `backlog`) are owned by this actor and mutated in
+ * place by its actions: copying the backlog on every chunk is quadratic in the variant size.
+ */
+import {
+  type AnyActorLogic,
+  type AnyActorRef,
+  assign,
+  emit,
+  enqueueActions,
+  sendTo,
+  setup,
+} from 'xstate';
+
+/** A joiner within this window after completion is served from the backlog instead of a re-render. */
+export const LINGER_MS = 1_000; // catches requests already in flight; a miss re-renders: wasteful, never wrong
+
+export type FailureClass =
+  | 'not_found'
+  | 'undecodable'
+  | 'timeout'
+  | 'cancelled'
+  | 'render_failed'
+  | 'queue_full';
+
+export interface RenderFailure {
+  readonly class: FailureClass;
+  readonly exitStatus?: number | null;
+  readonly detail?: string;
+  readonly stderrTail?: string;
+  readonly retryAfterS?: number;
+}
+
+export interface RenderInfo {
+  readonly exitStatus: 0;
+  readonly bytes: number;
+}
+
+/** Messages a subscriber receives, in order: rendering?, chunk*, (done | error). */
+export type SubscriberMessage =
+  | { readonly type: 'rendering' }
+  | { readonly type: 'chunk'; readonly data: Buffer }
+  | { readonly type: 'done'; readonly info: RenderInfo }
+  | { readonly type: 'error'; readonly failure: RenderFailure };
+
+export type CoordinatorPhase = 'queued' | 'rendering' | 'completed';
+
+export type JoinReply =
+  | {
+      readonly type: 'joined';
+      readonly state: CoordinatorPhase;
+      readonly backlog: readonly Buffer[];
+      readonly info?: RenderInfo;
+    }
+  /** The coordinator is on its way out (already unregistered): start or join afresh. */
+  | { readonly type: 'stopping' };
+
+export interface RenderCoordinatorInput {
+  readonly key: string;
+  /** Outcome of the semaphore request made before this actor was created. */
+  readonly admission: 'granted' | 'queued';
+  /** The semaphore holder/waiter id this coordinator owns. */
+  readonly slotId: string;
+  readonly semaphore: AnyActorRef;
+  readonly firstSubscriber: string;
+  /** Read on every chunk (config provider). */
+  readonly maxVariantBytes: () => number;
+  /** Passed through to the `render` actor. */
+  readonly renderInput: unknown;
+}
+
+type Envelope = { callId?: number; replyTo?: AnyActorRef };
+
+export type RenderCoordinatorEvent =
+  | ({ type: 'join'; id: string } & Envelope)
+  | ({ type: 'unsubscribe'; id: string } & Envelope)
+  | { type: 'gone'; id: string; reason?: unknown }
+  | { type: 'slot.granted' }
+  | { type: 'slot.displaced'; retryAfterS: number }
+  | { type: 'render.pid'; pid: number }
+  | { type: 'render.chunk'; data: Buffer }
+  | { type: 'render.done'; info?: { bytes?: number } }
+  | { type: 'render.error'; failure: RenderFailure }
+  | { type: 'render.cancelled' }
+  | ({ type: 'shutdown' } & Envelope);
+
+export type RenderCoordinatorEmitted =
+  | { type: 'notify'; to: string; message: SubscriberMessage }
+  | { type: 'reply'; callId: number; payload: unknown }
+  | { type: 'unregister' }
+  | { type: 'telemetry'; event: 'rendering' | 'completed' | 'failed' | 'cancelled'; key: string };
+
+interface PendingReply {
+  readonly callId: number;
+  readonly replyTo?: AnyActorRef;
+}
+
+export interface RenderCoordinatorContext {
+  readonly key: string;
+  readonly admission: 'granted' | 'queued';
+  readonly slotId: string;
+  readonly semaphore: AnyActorRef;
+  readonly maxVariantBytes: () => number;
+  readonly renderInput: unknown;
+  readonly subscribers: Set<string>;
+  readonly backlog: Buffer[];
+  bytes: number;
+  info: RenderInfo | null;
+  pid: number | null;
+  /** Unsubscribe/shutdown calls answered once ffmpeg is confirmed dead. */
+  readonly parked: PendingReply[];
+}
+
+function removeSubscriber(context: RenderCoordinatorContext, id: string): void {
+  context.subscribers.delete(id);
+}
+
+function replyEvent(callId: number, payload: unknown) {
+  return { type: 'reply' as const, callId, payload };
+}
+
+export const renderCoordinatorMachine = setup({
+  types: {
+    input: {} as RenderCoordinatorInput,
+    context: {} as RenderCoordinatorContext,
+    events: {} as RenderCoordinatorEvent,
+    emitted: {} as RenderCoordinatorEmitted,
+  },
+  actors: {
+    // Provided by the system: a Render machine (or, in tests, anything that speaks its events).
+    render: {} as AnyActorLogic,
+  },
+  guards: {
+    admittedAtOnce: ({ context }) => context.admission === 'granted',
+    isLastSubscriber: ({ context, event }) =>
+      'id' in event && context.subscribers.has(event.id) && context.subscribers.size === 1,
+    overCap: ({ context, event }) =>
+      event.type === 'render.chunk' &&
+      context.bytes + event.data.length > context.maxVariantBytes(),
+  },
+  actions: {
+    addSubscriber: ({ context, event }) => {
+      if (event.type === 'join') context.subscribers.add(event.id);
+    },
+    removeSubscriber: ({ context, event }) => {
+      if ('id' in event) removeSubscriber(context, event.id);
+    },
+    replyJoin: enqueueActions(
+      ({ context, event, enqueue }, params: { state: CoordinatorPhase }) => {
+        if (event.type !== 'join' || event.callId === undefined) return;
+        const payload: JoinReply = {
+          type: 'joined',
+          state: params.state,
+          backlog: context.backlog.slice(),
+          ...(context.info ? { info: context.info } : {}),
+        };
+        const answer = replyEvent(event.callId, payload);
+        if (event.replyTo) enqueue.sendTo(event.replyTo, answer);
+        else enqueue.emit(answer);
+      },
+    ),
+    replyStopping: enqueueActions(({ event, enqueue }) => {
+      if (event.type !== 'join' || event.callId === undefined) return;
+      const answer = replyEvent(event.callId, { type: 'stopping' });
+      if (event.replyTo) enqueue.sendTo(event.replyTo, answer);
+      else enqueue.emit(answer);
+    }),
+    replyOk: enqueueActions(({ event, enqueue }) => {
+      if (!('callId' in event) || event.callId === undefined) return;
+      const answer = replyEvent(event.callId, { type: 'ok' });
+      if ('replyTo' in event && event.replyTo) enqueue.sendTo(event.replyTo, answer);
+      else enqueue.emit(answer);
+    }),
+    park: ({ context, event }) => {
+      if ('callId' in event && event.callId !== undefined) {
+        context.parked.push({
+          callId: event.callId,
+          replyTo: 'replyTo' in event ? event.replyTo : undefined,
+        });
+      }
+    },
+    answerParked: enqueueActions(({ context, enqueue }) => {
+      for (const pending of context.parked.splice(0)) {
+        const answer = replyEvent(pending.callId, { type: 'ok' });
+        if (pending.replyTo) enqueue.sendTo(pending.replyTo, answer);
+        else enqueue.emit(answer);
+      }
+    }),
+    notifyJoinerRendering: enqueueActions(({ event, enqueue }) => {
+      if (event.type === 'join') {
+        enqueue.emit({ type: 'notify', to: event.id, message: { type: 'rendering' } });
+      }
+    }),
+    broadcastRendering: enqueueActions(({ context, enqueue }) => {
+      for (const id of context.subscribers) {
+        enqueue.emit({ type: 'notify', to: id, message: { type: 'rendering' } });
+      }
+    }),
+    ackChunk: sendTo('render', ({ event }) => ({
+      type: 'ack',
+      bytes: event.type === 'render.chunk' ? event.data.length : 0,
+    })),
+    appendAndBroadcast: enqueueActions(({ context, event, enqueue }) => {
+      if (event.type !== 'render.chunk') return;
+      context.backlog.push(event.data);
+      context.bytes += event.data.length;
+      const message: SubscriberMessage = { type: 'chunk', data: event.data };
+      for (const id of context.subscribers) enqueue.emit({ type: 'notify', to: id, message });
+    }),
+    recordPid: assign({ pid: ({ event }) => (event.type === 'render.pid' ? event.pid : null) }),
+    recordDone: assign({
+      info: ({ context }) => ({ exitStatus: 0 as const, bytes: context.bytes }),
+    }),
+    broadcastDone: enqueueActions(({ context, enqueue }) => {
+      const info = context.info ?? { exitStatus: 0 as const, bytes: context.bytes };
+      for (const id of context.subscribers) {
+        enqueue.emit({ type: 'notify', to: id, message: { type: 'done', info } });
+      }
+      context.subscribers.clear();
+    }),
+    notifyJoinerDone: enqueueActions(({ context, event, enqueue }) => {
+      if (event.type === 'join' && context.info) {
+        enqueue.emit({
+          type: 'notify',
+          to: event.id,
+          message: { type: 'done', info: context.info },
+        });
+      }
+    }),
+    unregister: emit({ type: 'unregister' as const }),
+    broadcastFailure: enqueueActions(({ context, enqueue }, params: { failure: RenderFailure }) => {
+      for (const id of context.subscribers) {
+        enqueue.emit({
+          type: 'notify',
+          to: id,
+          message: { type: 'error', failure: params.failure },
+        });
+      }
+      context.subscribers.clear();
+    }),
+    releaseSlot: sendTo(
+      ({ context }) => context.semaphore,
+      ({ context }) => ({ type: 'release', id: context.slotId }),
+    ),
+    cancelRender: sendTo('render', { type: 'cancel' }),
+    telemetry: emit(
+      ({ context }, params: { event: 'rendering' | 'completed' | 'failed' | 'cancelled' }) => ({
+        type: 'telemetry' as const,
+        event: params.event,
+        key: context.key,
+      }),
+    ),
+  },
+  delays: {
+    linger: LINGER_MS,
+  },
+}).createMachine({
+  id: 'renderCoordinator',
+  context: ({ input }) => ({
+    key: input.key,
+    admission: input.admission,
+    slotId: input.slotId,
+    semaphore: input.semaphore,
+    maxVariantBytes: input.maxVariantBytes,
+    renderInput: input.renderInput,
+    subscribers: new Set([input.firstSubscriber]),
+    backlog: [],
+    bytes: 0,
+    info: null,
+    pid: null,
+    parked: [],
+  }),
+  initial: 'admitting',
+  states: {
+    /** Transient: the semaphore already answered before this actor existed. */
+    admitting: {
+      always: [{ guard: 'admittedAtOnce', target: 'rendering' }, { target: 'queued' }],
+    },
+    queued: {
+      on: {
+        join: { actions: ['addSubscriber', { type: 'replyJoin', params: { state: 'queued' } }] },
+        'slot.granted': { target: 'rendering' },
+        'slot.displaced': {
+          target: 'stopped',
+          actions: [
+            'unregister',
+            {
+              type: 'broadcastFailure',
+              params: ({ event }) => ({
+                failure: {
+                  class: 'queue_full',
+                  retryAfterS: event.retryAfterS,
+                  detail: 'displaced by a higher admission class',
+                },
+              }),
+            },
+            { type: 'telemetry', params: { event: 'failed' } },
+          ],
+        },
+        unsubscribe: [
+          {
+            guard: 'isLastSubscriber',
+            target: 'stopped',
+            actions: ['removeSubscriber', 'releaseSlot', 'replyOk'],
+          },
+          { actions: ['removeSubscriber', 'replyOk'] },
+        ],
+        gone: [
+          {
+            guard: 'isLastSubscriber',
+            target: 'stopped',
+            actions: ['removeSubscriber', 'releaseSlot'],
+          },
+          { actions: 'removeSubscriber' },
+        ],
+        shutdown: {
+          target: 'stopped',
+          actions: [
+            'unregister',
+            {
+              type: 'broadcastFailure',
+              params: { failure: { class: 'cancelled', detail: 'shutting down' } },
+            },
+            'releaseSlot',
+            'replyOk',
+          ],
+        },
+      },
+    },
+    rendering: {
+      entry: ['broadcastRendering', { type: 'telemetry', params: { event: 'rendering' } }],
+      invoke: {
+        id: 'render',
+        src: 'render',
+        input: ({ context }: { context: RenderCoordinatorContext }) => context.renderInput,
+        onError: {
+          target: 'stopped',
+          actions: [
+            'unregister',
+            {
+              type: 'broadcastFailure',
+              params: ({ event }) => ({
+                failure: {
+                  class: 'render_failed',
+                  detail: `render died without reporting: ${String(event.error)}`,
+                },
+              }),
+            },
+            'releaseSlot',
+            'answerParked',
+            { type: 'telemetry', params: { event: 'failed' } },
+          ],
+        },
+      },
+      initial: 'streaming',
+      states: {
+        streaming: {
+          on: {
+            join: {
+              actions: [
+                'notifyJoinerRendering',
+                { type: 'replyJoin', params: { state: 'rendering' } },
+                'addSubscriber',
+              ],
+            },
+            'render.pid': { actions: 'recordPid' },
+            'render.chunk': [
+              {
+                guard: 'overCap',
+                target: 'cancelling',
+                actions: [
+                  'unregister',
+                  {
+                    type: 'broadcastFailure',
+                    params: ({ context }) => ({
+                      failure: {
+                        class: 'render_failed',
+                        exitStatus: null,
+                        detail: `render output exceeded the ${context.maxVariantBytes()}-byte retention cap (AP_MAX_VARIANT_BYTES)`,
+                      },
+                    }),
+                  },
+                  { type: 'telemetry', params: { event: 'failed' } },
+                ],
+              },
+              { actions: ['ackChunk', 'appendAndBroadcast'] },
+            ],
+            'render.done': {
+              target: '#renderCoordinator.completed',
+              actions: [
+                'recordDone',
+                'broadcastDone',
+                'releaseSlot',
+                { type: 'telemetry', params: { event: 'completed' } },
+              ],
+            },
+            'render.error': {
+              target: '#renderCoordinator.stopped',
+              actions: [
+                'unregister',
+                { type: 'broadcastFailure', params: ({ event }) => ({ failure: event.failure }) },
+                'releaseSlot',
+                { type: 'telemetry', params: { event: 'failed' } },
+              ],
+            },
+            unsubscribe: [
+              {
+                guard: 'isLastSubscriber',
+                target: 'cancelling',
+                actions: ['removeSubscriber', 'park'],
+              },
+              { actions: ['removeSubscriber', 'replyOk'] },
+            ],
+            gone: [
+              { guard: 'isLastSubscriber', target: 'cancelling', actions: 'removeSubscriber' },
+              { actions: 'removeSubscriber' },
+            ],
+            shutdown: {
+              target: 'cancelling',
+              actions: [
+                'unregister',
+                {
+                  type: 'broadcastFailure',
+                  params: { failure: { class: 'cancelled', detail: 'shutting down' } },
+                },
+                'park',
+              ],
+            },
+          },
+        },
+        /** Waiting for the Render to confirm ffmpeg is dead; nobody is subscribed any more. */
+        cancelling: {
+          entry: [
+            'unregister',
+            'cancelRender',
+            { type: 'telemetry', params: { event: 'cancelled' } },
+          ],
+          on: {
+            'render.cancelled': {
+              target: '#renderCoordinator.stopped',
+              actions: ['releaseSlot', 'answerParked'],
+            },
+            'render.done': {
+              target: '#renderCoordinator.stopped',
+              actions: ['releaseSlot', 'answerParked'],
+            },
+            'render.error': {
+              target: '#renderCoordinator.stopped',
+              actions: ['releaseSlot', 'answerParked'],
+            },
+            'render.chunk': { actions: 'ackChunk' },
+            // Already unregistered: a joiner that reached us anyway is told to start afresh.
+            join: { actions: 'replyStopping' },
+            unsubscribe: { actions: ['removeSubscriber', 'park'] },
+            gone: { actions: 'removeSubscriber' },
+            shutdown: { actions: 'park' },
+          },
+        },
+      },
+    },
+    completed: {
+      after: { linger: { target: 'stopped' } },
+      on: {
+        join: {
+          actions: ['notifyJoinerDone', { type: 'replyJoin', params: { state: 'completed' } }],
+        },
+        unsubscribe: { actions: ['removeSubscriber', 'replyOk'] },
+        gone: { actions: 'removeSubscriber' },
+        shutdown: { target: 'stopped', actions: 'replyOk' },
+      },
+    },
+    stopped: { type: 'final' },
+  },
+});

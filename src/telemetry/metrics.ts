@@ -1,0 +1,244 @@
+/**
+ * Prometheus metrics: counters fed by diagnostics-channel events, gauges sampled from their
+ * owners when scraped.
+ *
+ * ## Invariants
+ * - **Gauges are read from the owner at scrape time** (semaphore stats with a 1 s deadline, the
+ *   registry count), never kept up to date from events, so a missed event cannot skew them. If a
+ *   sample fails, only those gauges are left out; counters are still served.
+ * - **Label values come from closed sets** defined here; nothing derived from a request (source,
+ *   options, key, path) is ever a label.
+ * - **A handler never throws**: a malformed event is ignored rather than unsubscribing the
+ *   handler (diagnostics_channel would otherwise propagate the throw to the publisher).
+ * - Every metric is declared (`# HELP`, `# TYPE`) on a fresh scrape; unlabelled counters read 0.
+ *
+ * One `Metrics` per proxy instance, with its own prom-client Registry, so two proxies in one
+ * process (tests, embedders) never share counters.
+ */
+import diagnostics from 'node:diagnostics_channel';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+/** Fixed buckets, in seconds: from sub-second previews to the 300 s default render timeout. */
+export const RENDER_DURATION_BUCKETS_S = [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
+
+/** How long a scrape waits for a gauge's owner before leaving that gauge out. */
+export const SCRAPE_SAMPLE_TIMEOUT_MS = 1_000;
+
+export const RENDER_CHANNELS = {
+  start: 'audio_proxy.render.start',
+  stop: 'audio_proxy.render.stop',
+  exception: 'audio_proxy.render.exception',
+  cacheLookup: 'audio_proxy.cache.lookup',
+  writeFailure: 'audio_proxy.variant_store.write_failure',
+  httpRequest: 'audio_proxy.http.request',
+  semaphoreRejected: 'audio_proxy.semaphore.rejected',
+} as const;
+
+const FORMATS = new Set(['mp3', 'opus', 'ogg', 'aac', 'm4a', 'flac', 'wav', 'peaks']);
+const OUTCOMES = new Set([
+  'success',
+  'cancelled',
+  'not_found',
+  'undecodable',
+  'timeout',
+  'render_failed',
+  'queue_full',
+]);
+const LOOKUPS = new Set(['hit', 'miss', 'coalesced']);
+const ENDPOINTS = new Set(['render', 'info', 'health', 'ready', 'metrics', 'preflight', 'unknown']);
+
+const closed = (set: Set<string>, value: unknown) =>
+  typeof value === 'string' && set.has(value) ? value : 'unknown';
+
+export interface GaugeSources {
+  /** Semaphore occupancy; may reject or time out. */
+  readonly slots: () => Promise<{
+    held: number;
+    queued: number;
+    capacity: number;
+    queueSize: number;
+  }>;
+  /** Coordinators registered (rendering, queued or lingering). */
+  readonly rendersRunning: () => number;
+  /** Optional extra gauges contributed by other owners (e.g. the process supervisors). */
+  readonly extra?: () => Promise<
+    Array<{ name: string; help: string; value: number; labels?: Record<string, string> }>
+  >;
+}
+
+function withDeadline<T>(p: Promise<T>, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error('sample timed out')), ms);
+    p.then(
+      (v) => {
+        clearTimeout(t);
+        resolve(v);
+      },
+      (e) => {
+        clearTimeout(t);
+        reject(e);
+      },
+    );
+  });
+}
+
+export class Metrics {
+  readonly registry = new Registry();
+  readonly #unsubscribe: Array<() => void> = [];
+  readonly #renders: Counter<'format' | 'outcome'>;
+  readonly #duration: Histogram<'format' | 'outcome'>;
+  readonly #lookups: Counter<'format' | 'outcome'>;
+  readonly #rejections: Counter;
+  readonly #writeFailures: Counter;
+  readonly #http: Counter<'endpoint' | 'status'>;
+  readonly #sources: GaugeSources;
+
+  constructor(sources: GaugeSources) {
+    this.#sources = sources;
+    const registers = [this.registry];
+    this.#renders = new Counter({
+      name: 'audio_proxy_renders_total',
+      help: 'Renders delivered to a client, by format and outcome.',
+      labelNames: ['format', 'outcome'],
+      registers,
+    });
+    this.#duration = new Histogram({
+      name: 'audio_proxy_render_duration_seconds',
+      help: 'Time from subscribe to the end of delivery, by format and outcome.',
+      labelNames: ['format', 'outcome'],
+      buckets: RENDER_DURATION_BUCKETS_S,
+      registers,
+    });
+    this.#lookups = new Counter({
+      name: 'audio_proxy_cache_lookups_total',
+      help: 'Variant deliveries by how they were served (hit, miss, coalesced).',
+      labelNames: ['format', 'outcome'],
+      registers,
+    });
+    this.#rejections = new Counter({
+      name: 'audio_proxy_render_queue_rejections_total',
+      help: 'Render requests refused because the wait queue was full (a lower bound on 429s).',
+      registers,
+    });
+    this.#writeFailures = new Counter({
+      name: 'audio_proxy_variant_store_write_failures_total',
+      help: 'Finished renders the variant store failed to keep.',
+      registers,
+    });
+    this.#http = new Counter({
+      name: 'audio_proxy_http_requests_total',
+      help: 'HTTP requests on the public listener, by endpoint and status class.',
+      labelNames: ['endpoint', 'status'],
+      registers,
+    });
+    const gauge = (
+      name: string,
+      help: string,
+      pick: (s: Awaited<ReturnType<GaugeSources['slots']>>) => number,
+    ) =>
+      new Gauge({
+        name,
+        help,
+        registers,
+        collect: async function (this: Gauge) {
+          this.reset();
+          try {
+            const stats = await withDeadline(sources.slots(), SCRAPE_SAMPLE_TIMEOUT_MS);
+            this.set(pick(stats));
+          } catch {
+            // left out of this scrape; counters are still served
+          }
+        },
+      });
+    gauge('audio_proxy_render_slots_held', 'Render slots in use.', (s) => s.held);
+    gauge(
+      'audio_proxy_render_slots_capacity',
+      'Render slots available (AP_MAX_CONCURRENCY).',
+      (s) => s.capacity,
+    );
+    gauge('audio_proxy_render_queue_depth', 'Renders waiting for a slot.', (s) => s.queued);
+    gauge(
+      'audio_proxy_render_queue_capacity',
+      'Wait queue bound (AP_QUEUE_SIZE).',
+      (s) => s.queueSize,
+    );
+    new Gauge({
+      name: 'audio_proxy_renders_running',
+      help: 'Render coordinators registered: rendering, queued or lingering.',
+      registers,
+      collect(this: Gauge) {
+        this.set(sources.rendersRunning());
+      },
+    });
+
+    this.#on(RENDER_CHANNELS.stop, (m) => this.#finished(m, 'success'));
+    this.#on(RENDER_CHANNELS.exception, (m) => this.#finished(m, m.class));
+    this.#on(RENDER_CHANNELS.cacheLookup, (m) =>
+      this.#lookups.inc({ format: closed(FORMATS, m.format), outcome: closed(LOOKUPS, m.status) }),
+    );
+    this.#on(RENDER_CHANNELS.semaphoreRejected, () => this.#rejections.inc());
+    this.#on(RENDER_CHANNELS.writeFailure, () => this.#writeFailures.inc());
+    this.#on(RENDER_CHANNELS.httpRequest, (m) => {
+      const status =
+        typeof m.status === 'number' && m.status >= 100 && m.status < 600
+          ? `${Math.floor(m.status / 100)}xx`
+          : 'unknown';
+      this.#http.inc({ endpoint: closed(ENDPOINTS, m.endpoint), status });
+    });
+  }
+
+  #finished(m: Record<string, unknown>, outcome: unknown) {
+    const o = m.outcome === 'cancelled' ? 'cancelled' : outcome;
+    const labels = { format: closed(FORMATS, m.format), outcome: closed(OUTCOMES, o) };
+    this.#renders.inc(labels);
+    if (typeof m.duration === 'number' && Number.isFinite(m.duration) && m.duration >= 0) {
+      this.#duration.observe(labels, m.duration);
+    }
+  }
+
+  #on(name: string, handler: (message: Record<string, unknown>) => void) {
+    const listener = (message: unknown) => {
+      try {
+        // Semaphore telemetry carries its numbers under `measurements`; render events are flat.
+        if (message && typeof message === 'object') handler(message as Record<string, unknown>);
+      } catch {
+        // never let a malformed event reach the publisher
+      }
+    };
+    diagnostics.subscribe(name, listener);
+    this.#unsubscribe.push(() => diagnostics.unsubscribe(name, listener));
+  }
+
+  /** Prometheus text exposition. */
+  async expose(): Promise<{ contentType: string; body: string }> {
+    const extra = this.#sources.extra ? await this.#sources.extra().catch(() => []) : [];
+    let body = await this.registry.metrics();
+    if (extra.length > 0) body += renderExtra(extra);
+    return { contentType: 'text/plain; version=0.0.4; charset=utf-8', body };
+  }
+
+  /** Detaches every channel handler; safe to call twice. */
+  close(): void {
+    for (const off of this.#unsubscribe.splice(0)) off();
+  }
+}
+
+function renderExtra(
+  gauges: Array<{ name: string; help: string; value: number; labels?: Record<string, string> }>,
+): string {
+  const byName = new Map<string, typeof gauges>();
+  for (const g of gauges) byName.set(g.name, [...(byName.get(g.name) ?? []), g]);
+  let out = '';
+  for (const [name, series] of byName) {
+    out += `# HELP ${name} ${series[0]!.help}\n# TYPE ${name} gauge\n`;
+    for (const s of series) {
+      const labels = s.labels
+        ? `{${Object.entries(s.labels)
+            .map(([k, v]) => `${k}="${v.replace(/["\\\n]/g, '_')}"`)
+            .join(',')}}`
+        : '';
+      out += `${name}${labels} ${s.value}\n`;
+    }
+  }
+  return out;
+}
