@@ -1,0 +1,162 @@
+/**
+ * The closed failure taxonomy of the HTTP contract, and the one function that maps a failure to
+ * a status, headers and JSON body.
+ *
+ * Everything below the HTTP layer reports failures as data (`Failure`); nothing else in the code
+ * base picks a status. `ERROR_TABLE` is the same mapping as data, one row per failure class, so a
+ * docs parity test can compare the documented error table with the code in both directions.
+ *
+ * ## Invariants
+ * - **Every error body is `{"error":E,"message":M}`** with `Content-Type: application/json` and an
+ *   explicit `Cache-Control`, so no CDN default ever decides how long an error lives.
+ * - **Cacheability follows the class:** 404/413/415 `max-age=10` (verdicts about current source
+ *   bytes), 401/422 `max-age=60` (pure functions of the URL), 410 immutable (an expired URL never
+ *   revives), 416/429/5xx `no-store` (transient, or dependent on a request header).
+ * - **The 404 is blind.** Every source refusal renders byte-identically; only the router's own miss
+ *   says `No such resource`.
+ * - **`Retry-After` is an integer >= 1** and always comes from the caller's estimate, never invented.
+ * - **There is no default row.** An unknown failure type is a programmer error and throws.
+ *
+ * ## Races
+ * None: pure functions.
+ *
+ * ## Events
+ * None.
+ */
+
+/** Every way a signed request can fail, as data. */
+export type Failure =
+  | { readonly type: 'invalid_signature' }
+  /** `scope: 'route'` is the router's own miss (`No such resource`); default is a source. */
+  | { readonly type: 'not_found'; readonly scope?: 'source' | 'route' }
+  | { readonly type: 'expired' }
+  | { readonly type: 'source_too_large' }
+  | { readonly type: 'undecodable_source' }
+  | { readonly type: 'video_source' }
+  | { readonly type: 'range_not_satisfiable'; readonly size: number }
+  | { readonly type: 'invalid_options'; readonly message: string }
+  | { readonly type: 'queue_full'; readonly retryAfterS: number }
+  | { readonly type: 'render_failed' }
+  | { readonly type: 'probe_failed' }
+  | { readonly type: 'not_configured' }
+  | { readonly type: 'upstream_unavailable' }
+  | { readonly type: 'render_timeout' }
+  | { readonly type: 'probe_timeout' };
+
+export type FailureClass = Failure['type'];
+
+export interface ErrorResponse {
+  readonly status: number;
+  /** Lower-case header names. */
+  readonly headers: Readonly<Record<string, string>>;
+  /** The encoded JSON body. */
+  readonly body: string;
+}
+
+export interface ErrorRow {
+  readonly type: FailureClass;
+  readonly scope?: 'source' | 'route';
+  readonly status: number;
+  /** The body's `error` value. */
+  readonly error: string;
+  /** The body's `message`; `undefined` where it names the offending segment. */
+  readonly message: string | undefined;
+  readonly cacheControl: string;
+  /** A header this row carries besides the common ones. */
+  readonly extraHeader?: 'retry-after' | 'content-range';
+}
+
+export const JSON_CONTENT_TYPE = 'application/json';
+const CC_SOURCE_VERDICT = 'max-age=10'; // a re-upload changes it; 10 s is the wait after one
+const CC_URL_VERDICT = 'max-age=60'; // only a deploy changes it; 60 s bounds that window
+const CC_EXPIRED = 'public, max-age=31536000, immutable'; // an expired URL never becomes valid
+const CC_TRANSIENT = 'no-store'; // caching a transient failure amplifies it
+const MIN_RETRY_AFTER_S = 1; // `Retry-After: 0` invites an immediate retry storm
+
+/** The contract, one row per failure class (two for 404: source and route). */
+export const ERROR_TABLE: readonly ErrorRow[] = Object.freeze([
+  row('invalid_signature', 401, 'Invalid or missing signature', CC_URL_VERDICT),
+  { ...row('not_found', 404, 'Source not found', CC_SOURCE_VERDICT), scope: 'source' },
+  { ...row('not_found', 404, 'No such resource', CC_SOURCE_VERDICT), scope: 'route' },
+  row('expired', 410, 'URL has expired', CC_EXPIRED),
+  row('source_too_large', 413, 'Source exceeds AP_MAX_SRC_BYTES', CC_SOURCE_VERDICT),
+  row('undecodable_source', 415, 'Source format is not decodable', CC_SOURCE_VERDICT),
+  row(
+    'video_source',
+    415,
+    'Source contains video; this proxy serves audio only',
+    CC_SOURCE_VERDICT,
+  ),
+  {
+    ...row('range_not_satisfiable', 416, 'Range not satisfiable', CC_TRANSIENT),
+    extraHeader: 'content-range',
+  },
+  row('invalid_options', 422, undefined, CC_URL_VERDICT),
+  { ...row('queue_full', 429, 'Render queue is full', CC_TRANSIENT), extraHeader: 'retry-after' },
+  row('render_failed', 500, 'Render failed', CC_TRANSIENT),
+  row('probe_failed', 500, 'Probe failed', CC_TRANSIENT),
+  row('not_configured', 500, 'Storage backend is not configured', CC_TRANSIENT),
+  row('upstream_unavailable', 502, 'Storage backend is unavailable', CC_TRANSIENT),
+  row('render_timeout', 504, 'Render exceeded AP_RENDER_TIMEOUT', CC_TRANSIENT),
+  row('probe_timeout', 504, 'Probe exceeded AP_PROBE_TIMEOUT', CC_TRANSIENT),
+]);
+
+function row(
+  type: FailureClass,
+  status: number,
+  message: string | undefined,
+  cacheControl: string,
+): ErrorRow {
+  return { type, status, error: type, message, cacheControl };
+}
+
+function rowFor(failure: Failure): ErrorRow {
+  const scope = failure.type === 'not_found' ? (failure.scope ?? 'source') : undefined;
+  const found = ERROR_TABLE.find((r) => r.type === failure.type && r.scope === scope);
+  if (found === undefined) {
+    throw new TypeError(`unknown failure ${JSON.stringify((failure as { type?: unknown }).type)}`);
+  }
+  return found;
+}
+
+function encode(error: string, message: string): string {
+  return JSON.stringify({ error, message });
+}
+
+/**
+ * The one failure → HTTP mapping. Returns status, headers (`content-type`, `cache-control`, plus
+ * `retry-after` for 429 and `content-range` for 416) and the JSON body.
+ */
+export function errorResponse(failure: Failure): ErrorResponse {
+  const r = rowFor(failure);
+  const headers: Record<string, string> = {
+    'content-type': JSON_CONTENT_TYPE,
+    'cache-control': r.cacheControl,
+  };
+  let message = r.message;
+  switch (failure.type) {
+    case 'invalid_options':
+      if (typeof failure.message !== 'string' || failure.message === '') {
+        throw new TypeError('invalid_options needs the message naming the segment');
+      }
+      message = failure.message;
+      break;
+    case 'queue_full': {
+      const s = failure.retryAfterS;
+      if (typeof s !== 'number' || !Number.isFinite(s)) {
+        throw new TypeError('queue_full needs retryAfterS (seconds)');
+      }
+      headers['retry-after'] = String(Math.max(MIN_RETRY_AFTER_S, Math.ceil(s)));
+      break;
+    }
+    case 'range_not_satisfiable':
+      if (!Number.isSafeInteger(failure.size) || failure.size < 0) {
+        throw new RangeError('range_not_satisfiable needs the variant size in bytes');
+      }
+      headers['content-range'] = `bytes */${failure.size}`;
+      break;
+    default:
+      break;
+  }
+  return { status: r.status, headers, body: encode(r.error, message!) };
+}

@@ -1,0 +1,673 @@
+/**
+ * The processing-options grammar: route split, parse, validate, normalise.
+ *
+ * Options are the API. A variant is fully described by its *variant* options, and the normalised
+ * options string is half of what the cache key hashes, so this module owns three obligations:
+ * turning `/`-separated `key:value` segments into typed `RenderOptions` (every value domain), the
+ * cross-key rules no single segment can see, and rendering the canonical string back (defaults
+ * materialised, keys sorted, numbers minimal). `exp` is a *request* option: parsed and validated
+ * here, signed for free as path bytes, and kept out of the canonical string so URLs that differ only
+ * in `exp` share a key and coalesce.
+ *
+ * ## Invariants
+ * - **Refused, never repaired.** Every malformed or conflicting segment is a 422 naming it; values
+ *   are never rounded, clamped or last-write-wins.
+ * - **Normalisation is a fixed point.** `normalizeOptions(parse(normalizeOptions(x)))` equals
+ *   `normalizeOptions(x)`: decimals carry at most three places, magnitudes are bounded so every
+ *   accepted value is exact to the millisecond in a double, and every number is rendered by the
+ *   one `renderNumber`.
+ * - **The canonical string cannot contain a newline** (control bytes in `dl`/`cb` are refused),
+ *   which is what keeps the cache key's `\n` separator unambiguous.
+ * - **The source starts at the first segment exactly equal to `plain` or `enc`.** No marker is the
+ *   generic 404, not a 422: nothing servable was named.
+ *
+ * ## Races
+ * None: pure functions.
+ *
+ * ## Events
+ * None. The 422 is data (`InvalidOptions`); `errors.ts` maps it to HTTP.
+ */
+
+export const FORMATS = ['mp3', 'opus', 'ogg', 'aac', 'm4a', 'flac', 'wav', 'peaks'] as const;
+export type Format = (typeof FORMATS)[number];
+export type BitDepth = '16' | '24' | '32f';
+export type PeaksFormat = 'json' | 'dat';
+export type EnhancePreset = 'voice';
+
+const LOSSY: ReadonlySet<Format> = new Set<Format>(['mp3', 'opus', 'ogg', 'aac', 'm4a']);
+const LOSSLESS: ReadonlySet<Format> = new Set<Format>(['flac', 'wav']);
+const BIT_DEPTHS: readonly BitDepth[] = ['16', '24', '32f'];
+const PEAKS_FORMATS: readonly PeaksFormat[] = ['json', 'dat'];
+/** Pinned presets: a preset names an exact filter chain forever; a new chain is a new name. */
+export const ENHANCE_PRESETS: readonly EnhancePreset[] = ['voice'];
+
+/** Each encoder's own quality scale; wav (PCM) has none. flac's is its compression level. */
+const QUALITY_RANGES: Readonly<Partial<Record<Format, readonly [number, number]>>> = {
+  mp3: [0, 9],
+  ogg: [-1, 10],
+  aac: [0.1, 2],
+  m4a: [0.1, 2],
+  opus: [0, 10],
+  flac: [0, 12],
+};
+
+const MAX_BITRATE_KBPS = 10_000; // far above any codec's real ceiling; a typo fails here, not in ffmpeg
+const MAX_SAMPLE_RATE_HZ = 384_000; // the highest rate any real master uses
+/** Lossy encoders gain nothing above 48 kHz. Exported for the argv builder's source-rate clamp. */
+export const LOSSY_SAMPLE_RATE_CAP_HZ = 48_000;
+const MAX_PEAK_COUNT = 100_000; // bounds the reducer's allocation; a waveform wider than any screen
+const MAX_GAIN_DB = 100; // beyond this the output is silence or a square wave
+const MAX_EXP_S = 253_402_300_799; // the last second of year 9999: a larger value is a typo
+/** Time values above this lose millisecond exactness in a double (1e12 s × 1000 < 2^53). */
+const MAX_SECONDS = 1e12;
+const MAX_DECIMAL_PLACES = 3; // millisecond precision: float formatting can never move a key
+
+export const DEFAULT_FORMAT: Format = 'mp3';
+export const DEFAULT_PEAK_COUNT = 800; // one pair per pixel of a typical player width
+export const DEFAULT_PEAKS_FORMAT: PeaksFormat = 'json';
+export const DEFAULT_PEAK_CHANNELS = 1; // a waveform UI draws one shape
+export const DEFAULT_NORM: Readonly<NormTargets> = Object.freeze({ i: -16, tp: -1.5, lra: 11 });
+/** loudnorm's documented input ranges. */
+const NORM_I_RANGE: readonly [number, number] = [-70, -5];
+const NORM_TP_RANGE: readonly [number, number] = [-9, 0];
+const NORM_LRA_RANGE: readonly [number, number] = [1, 50];
+
+/** Keys that describe the rendered bytes, in canonical (sorted) order. */
+export const VARIANT_KEYS = [
+  'bd',
+  'br',
+  'cb',
+  'ch',
+  'dl',
+  'enhance',
+  'f',
+  'fade',
+  'gain',
+  'norm',
+  'pk_fmt',
+  'pts',
+  'q',
+  'sr',
+  't',
+] as const;
+/** Keys that describe the request: signed, validated, never part of the key. */
+export const REQUEST_KEYS = ['exp'] as const;
+type VariantKey = (typeof VARIANT_KEYS)[number];
+type OptionKey = VariantKey | (typeof REQUEST_KEYS)[number];
+const ALL_KEYS: ReadonlySet<string> = new Set<string>([...VARIANT_KEYS, ...REQUEST_KEYS]);
+/** `f:peaks` refuses what cannot change the picture: encoder settings and the resample. */
+const PEAKS_UNSUPPORTED: readonly VariantKey[] = ['br', 'q', 'sr', 'bd'];
+
+const SOURCE_MARKERS: ReadonlySet<string> = new Set(['plain', 'enc']);
+const INFO_SEGMENT = 'info';
+
+const INTEGER = /^\d+$/;
+const DECIMAL = /^-?\d+(\.\d{1,3})?$/;
+const LONG_DECIMAL = /^-?\d+\.\d+$/;
+
+export interface NormTargets {
+  /** Integrated loudness target, LUFS. */
+  readonly i: number;
+  /** True peak ceiling, dBTP. */
+  readonly tp: number;
+  /** Loudness range target, LU. */
+  readonly lra: number;
+}
+
+/** A parsed, validated variant description. Absent fields follow the source or skip the stage. */
+export interface RenderOptions {
+  readonly format: Format;
+  readonly bitrateK?: number;
+  readonly quality?: number;
+  readonly sampleRate?: number;
+  /** Under `f:peaks` always present (default 1). */
+  readonly channels?: 1 | 2;
+  readonly bitDepth?: BitDepth;
+  /** `duration` absent: to the end of the source. */
+  readonly trim?: { readonly start: number; readonly duration?: number };
+  /** An omitted out-fade is 0. */
+  readonly fade?: { readonly in: number; readonly out: number };
+  readonly gainDb?: number;
+  readonly norm?: NormTargets;
+  readonly enhance?: EnhancePreset;
+  /** Under `f:peaks` always present (default 800). */
+  readonly pts?: number;
+  /** Under `f:peaks` always present (default json). */
+  readonly peaksFormat?: PeaksFormat;
+  /** Still percent-encoded, exactly as in the path. See `headers.ts` for the header. */
+  readonly download?: string;
+  readonly cacheBuster?: string;
+}
+
+/** Options about the request rather than the variant. */
+export interface RequestOptions {
+  /** Expiry, Unix seconds. Past values are valid grammar: the expiry check answers 410. */
+  readonly exp?: number;
+}
+
+export type OptionErrorReason =
+  | 'empty_segment'
+  | 'missing_value'
+  | 'unknown_key'
+  | 'duplicate_key'
+  | 'invalid_integer'
+  | 'invalid_number'
+  | 'excessive_precision'
+  | 'invalid_value'
+  | 'out_of_range'
+  | 'control_character'
+  | 'mutually_exclusive'
+  | 'requires_lossless_format'
+  | 'requires_lossy_format'
+  | 'requires_peaks_format'
+  | 'unsupported_for_peaks'
+  | 'unsupported_for_format'
+  | 'out_of_range_for_format'
+  | 'requires_bounded_trim'
+  | 'sample_rate_above_lossy_cap'
+  | 'fade_exceeds_duration'
+  | 'info_with_options';
+
+/** The 422 outcome. `message` names the segment in its canonical spelling; `error` is the contract. */
+export interface InvalidOptions {
+  readonly ok: false;
+  readonly error: 'invalid_options';
+  readonly reason: OptionErrorReason;
+  readonly segment: string;
+  readonly message: string;
+}
+
+export type ParseOptionsResult =
+  | { readonly ok: true; readonly options: RenderOptions; readonly request: RequestOptions }
+  | InvalidOptions;
+
+export type RouteResult =
+  | {
+      readonly ok: true;
+      readonly endpoint: 'render';
+      readonly options: RenderOptions;
+      readonly request: RequestOptions;
+      /** `normalizeOptions(options)`, the first half of the cache key. */
+      readonly normalized: string;
+      /** The raw source string from the marker on (`plain/…` or `enc/…`), still escaped. */
+      readonly source: string;
+    }
+  | { readonly ok: true; readonly endpoint: 'info'; readonly source: string }
+  | InvalidOptions
+  | { readonly ok: false; readonly error: 'not_found' };
+
+const NOT_FOUND = Object.freeze({ ok: false, error: 'not_found' } as const);
+
+const q = (s: string | undefined): string => JSON.stringify(s ?? '');
+
+function messageFor(reason: OptionErrorReason, segment: string, related?: string): string {
+  switch (reason) {
+    case 'empty_segment':
+      return 'empty options segment';
+    case 'missing_value':
+      return `segment ${q(segment)} has no value`;
+    case 'unknown_key':
+      return `unknown option ${q(segment)}`;
+    case 'duplicate_key':
+      return `option ${q(segment)} given more than once`;
+    case 'invalid_integer':
+      return `${q(segment)} expects an integer`;
+    case 'invalid_number':
+      return `${q(segment)} expects a number`;
+    case 'excessive_precision':
+      return `${q(segment)} exceeds millisecond precision`;
+    case 'invalid_value':
+      return `${q(segment)} is not a supported value`;
+    case 'out_of_range':
+      return `${q(segment)} is out of range`;
+    case 'control_character':
+      return `${q(segment)} contains a control character`;
+    case 'mutually_exclusive':
+      return `${q(segment)} conflicts with ${q(related)}`;
+    case 'requires_lossless_format':
+      return `${q(segment)} requires a lossless format, not ${q(related)}`;
+    case 'requires_lossy_format':
+      return `${q(segment)} requires a lossy format, not ${q(related)}`;
+    case 'requires_peaks_format':
+      return `${q(segment)} requires f:peaks`;
+    case 'unsupported_for_peaks':
+      return `${q(segment)} is not supported with f:peaks`;
+    case 'unsupported_for_format':
+      return `${q(segment)} is not supported with ${q(related)}`;
+    case 'out_of_range_for_format':
+      return `${q(segment)} is out of range for ${q(related)}`;
+    case 'requires_bounded_trim':
+      return `${q(segment)} requires a trim with a duration`;
+    case 'sample_rate_above_lossy_cap':
+      return `${q(segment)} exceeds the 48 kHz lossy cap`;
+    case 'fade_exceeds_duration':
+      return `${q(segment)} is longer than the trimmed region ${q(related)}`;
+    case 'info_with_options':
+      return `${q(segment)} cannot accompany info, which takes no options`;
+  }
+}
+
+function invalid(reason: OptionErrorReason, segment: string, related?: string): InvalidOptions {
+  return {
+    ok: false,
+    error: 'invalid_options',
+    reason,
+    segment,
+    message: messageFor(reason, segment, related),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Numbers
+
+/**
+ * The canonical minimal rendering: `30` not `30.0`, `12.5` not `12.50`, at most three places.
+ * Every number in a normalised string goes through here; the argv builder should use it too, so
+ * the key and the command cannot disagree about a value.
+ */
+export function renderNumber(n: number): string {
+  if (!Number.isFinite(n)) throw new RangeError(`cannot render ${n} as an option number`);
+  if (Object.is(n, -0)) return '0';
+  if (Number.isInteger(n)) return String(n);
+  const fixed = n.toFixed(MAX_DECIMAL_PLACES).replace(/0+$/, '').replace(/\.$/, '');
+  return fixed === '-0' ? '0' : fixed;
+}
+
+/** Milliseconds, exact for every value the grammar accepts. */
+function millis(seconds: number): number {
+  return Math.round(seconds * 1000);
+}
+
+type Parsed<T> = { ok: true; value: T } | { ok: false; reason: OptionErrorReason };
+const fail = <T>(reason: OptionErrorReason): Parsed<T> => ({ ok: false, reason });
+const okv = <T>(value: T): Parsed<T> => ({ ok: true, value });
+
+function boundedInteger(text: string, max: number): Parsed<number> {
+  if (!INTEGER.test(text)) return fail('invalid_integer');
+  const n = Number(text);
+  return n >= 1 && n <= max ? okv(n) : fail('out_of_range');
+}
+
+function decimal(text: string): Parsed<number> {
+  if (DECIMAL.test(text)) {
+    const n = Number(text);
+    // Hundreds of digits overflow a double; no option's domain reaches that far.
+    if (!Number.isFinite(n)) return fail('out_of_range');
+    // `-0` is a legal spelling of zero; collapse it so it can never reach a struct or an argv.
+    return okv(n === 0 ? 0 : n);
+  }
+  return fail(LONG_DECIMAL.test(text) ? 'excessive_precision' : 'invalid_number');
+}
+
+function boundedDecimal(text: string, min: number, max: number): Parsed<number> {
+  const d = decimal(text);
+  if (!d.ok) return d;
+  return d.value >= min && d.value <= max ? d : fail('out_of_range');
+}
+
+function seconds(text: string): Parsed<number> {
+  return boundedDecimal(text, 0, MAX_SECONDS);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parsing
+
+type Draft = { -readonly [K in keyof RenderOptions]: RenderOptions[K] } & { exp?: number };
+
+function oneOf<T extends string>(value: string, allowed: readonly T[]): Parsed<T> {
+  return (allowed as readonly string[]).includes(value) ? okv(value as T) : fail('invalid_value');
+}
+
+/** C0 controls and DEL: they would reach a header, and `\n` would break the key's separator. */
+function hasControlByte(value: string): boolean {
+  for (let i = 0; i < value.length; i++) {
+    const c = value.charCodeAt(i);
+    if (c < 0x20 || c === 0x7f) return true;
+  }
+  return false;
+}
+
+function opaque(value: string): Parsed<string> {
+  if (value === '') return fail('invalid_value');
+  return hasControlByte(value) ? fail('control_character') : okv(value);
+}
+
+function applyValue(key: OptionKey, value: string, draft: Draft): OptionErrorReason | undefined {
+  switch (key) {
+    case 'f': {
+      const r = oneOf(value, FORMATS);
+      if (!r.ok) return r.reason;
+      draft.format = r.value;
+      return undefined;
+    }
+    case 'br': {
+      const r = boundedInteger(value, MAX_BITRATE_KBPS);
+      if (!r.ok) return r.reason;
+      draft.bitrateK = r.value;
+      return undefined;
+    }
+    case 'q': {
+      const r = decimal(value);
+      if (!r.ok) return r.reason;
+      draft.quality = r.value;
+      return undefined;
+    }
+    case 'sr': {
+      const r = boundedInteger(value, MAX_SAMPLE_RATE_HZ);
+      if (!r.ok) return r.reason;
+      draft.sampleRate = r.value;
+      return undefined;
+    }
+    case 'ch': {
+      if (value !== '1' && value !== '2') return 'invalid_value';
+      draft.channels = value === '1' ? 1 : 2;
+      return undefined;
+    }
+    case 'bd': {
+      const r = oneOf(value, BIT_DEPTHS);
+      if (!r.ok) return r.reason;
+      draft.bitDepth = r.value;
+      return undefined;
+    }
+    case 't': {
+      const parts = value.split(':');
+      if (parts.length > 2) return 'invalid_value';
+      const start = seconds(parts[0]!);
+      if (!start.ok) return start.reason;
+      if (parts.length === 1) {
+        draft.trim = { start: start.value };
+        return undefined;
+      }
+      const duration = seconds(parts[1]!);
+      if (!duration.ok) return duration.reason;
+      if (duration.value <= 0) return 'out_of_range';
+      draft.trim = { start: start.value, duration: duration.value };
+      return undefined;
+    }
+    case 'fade': {
+      const parts = value.split(':');
+      if (parts.length > 2) return 'invalid_value';
+      const fadeIn = seconds(parts[0]!);
+      if (!fadeIn.ok) return fadeIn.reason;
+      const fadeOut = parts.length === 2 ? seconds(parts[1]!) : okv(0);
+      if (!fadeOut.ok) return fadeOut.reason;
+      draft.fade = { in: fadeIn.value, out: fadeOut.value };
+      return undefined;
+    }
+    case 'gain': {
+      const r = boundedDecimal(value, -MAX_GAIN_DB, MAX_GAIN_DB);
+      if (!r.ok) return r.reason;
+      draft.gainDb = r.value;
+      return undefined;
+    }
+    case 'norm': {
+      const [mode, ...targets] = value.split(':');
+      if (mode !== 'ebu' || targets.length > 3) return 'invalid_value';
+      const ranges = [NORM_I_RANGE, NORM_TP_RANGE, NORM_LRA_RANGE] as const;
+      const values = [DEFAULT_NORM.i, DEFAULT_NORM.tp, DEFAULT_NORM.lra];
+      for (let k = 0; k < targets.length; k++) {
+        const [min, max] = ranges[k]!;
+        const r = boundedDecimal(targets[k]!, min, max);
+        if (!r.ok) return r.reason;
+        values[k] = r.value;
+      }
+      draft.norm = { i: values[0]!, tp: values[1]!, lra: values[2]! };
+      return undefined;
+    }
+    case 'enhance': {
+      const r = oneOf(value, ENHANCE_PRESETS);
+      if (!r.ok) return r.reason;
+      draft.enhance = r.value;
+      return undefined;
+    }
+    case 'pts': {
+      const r = boundedInteger(value, MAX_PEAK_COUNT);
+      if (!r.ok) return r.reason;
+      draft.pts = r.value;
+      return undefined;
+    }
+    case 'pk_fmt': {
+      const r = oneOf(value, PEAKS_FORMATS);
+      if (!r.ok) return r.reason;
+      draft.peaksFormat = r.value;
+      return undefined;
+    }
+    case 'dl': {
+      const r = opaque(value);
+      if (!r.ok) return r.reason;
+      draft.download = r.value;
+      return undefined;
+    }
+    case 'cb': {
+      const r = opaque(value);
+      if (!r.ok) return r.reason;
+      draft.cacheBuster = r.value;
+      return undefined;
+    }
+    case 'exp': {
+      const r = boundedInteger(value, MAX_EXP_S);
+      if (!r.ok) return r.reason;
+      draft.exp = r.value;
+      return undefined;
+    }
+  }
+}
+
+/**
+ * One key rendered canonically, or undefined when absent. Used both by `normalizeOptions` and by
+ * validation to name a segment in its canonical spelling.
+ */
+function renderSegment(key: VariantKey, o: RenderOptions): string | undefined {
+  const peaks = o.format === 'peaks';
+  switch (key) {
+    case 'f':
+      return `f:${o.format}`;
+    case 'bd':
+      return o.bitDepth === undefined ? undefined : `bd:${o.bitDepth}`;
+    case 'br':
+      return o.bitrateK === undefined ? undefined : `br:${o.bitrateK}`;
+    case 'cb':
+      return o.cacheBuster === undefined ? undefined : `cb:${o.cacheBuster}`;
+    case 'ch': {
+      const ch = peaks ? (o.channels ?? DEFAULT_PEAK_CHANNELS) : o.channels;
+      return ch === undefined ? undefined : `ch:${ch}`;
+    }
+    case 'dl':
+      return o.download === undefined ? undefined : `dl:${o.download}`;
+    case 'enhance':
+      return o.enhance === undefined ? undefined : `enhance:${o.enhance}`;
+    case 'fade':
+      return o.fade === undefined
+        ? undefined
+        : `fade:${renderNumber(o.fade.in)}:${renderNumber(o.fade.out)}`;
+    case 'gain':
+      return o.gainDb === undefined ? undefined : `gain:${renderNumber(o.gainDb)}`;
+    case 'norm':
+      return o.norm === undefined
+        ? undefined
+        : `norm:ebu:${renderNumber(o.norm.i)}:${renderNumber(o.norm.tp)}:${renderNumber(o.norm.lra)}`;
+    case 'pk_fmt': {
+      const fmt = peaks ? (o.peaksFormat ?? DEFAULT_PEAKS_FORMAT) : o.peaksFormat;
+      return fmt === undefined ? undefined : `pk_fmt:${fmt}`;
+    }
+    case 'pts': {
+      const pts = peaks ? (o.pts ?? DEFAULT_PEAK_COUNT) : o.pts;
+      return pts === undefined ? undefined : `pts:${pts}`;
+    }
+    case 'q':
+      return o.quality === undefined ? undefined : `q:${renderNumber(o.quality)}`;
+    case 'sr':
+      return o.sampleRate === undefined ? undefined : `sr:${o.sampleRate}`;
+    case 't':
+      if (o.trim === undefined) return undefined;
+      return o.trim.duration === undefined
+        ? `t:${renderNumber(o.trim.start)}`
+        : `t:${renderNumber(o.trim.start)}:${renderNumber(o.trim.duration)}`;
+  }
+}
+
+/** Cross-key rules, in the order they are reported. */
+function validate(o: RenderOptions): InvalidOptions | undefined {
+  const seg = (k: VariantKey): string => renderSegment(k, o) ?? '';
+  const f = seg('f');
+  const peaks = o.format === 'peaks';
+
+  if (o.bitrateK !== undefined && o.quality !== undefined) {
+    return invalid('mutually_exclusive', seg('q'), seg('br'));
+  }
+  // Peaks fall through to the peaks rule below, which names the better reason.
+  if (!peaks) {
+    if (o.bitrateK !== undefined && !LOSSY.has(o.format)) {
+      return invalid('requires_lossy_format', seg('br'), f);
+    }
+    if (o.quality !== undefined) {
+      const range = QUALITY_RANGES[o.format];
+      if (range === undefined) return invalid('unsupported_for_format', seg('q'), f);
+      if (o.quality < range[0] || o.quality > range[1]) {
+        return invalid('out_of_range_for_format', seg('q'), f);
+      }
+    }
+    if (o.bitDepth !== undefined && !LOSSLESS.has(o.format)) {
+      return invalid('requires_lossless_format', seg('bd'), f);
+    }
+    if (o.bitDepth === '32f' && o.format !== 'wav') {
+      return invalid('unsupported_for_format', seg('bd'), f);
+    }
+  } else {
+    const refused = PEAKS_UNSUPPORTED.find((k) => renderSegment(k, o) !== undefined);
+    if (refused !== undefined) return invalid('unsupported_for_peaks', seg(refused), f);
+  }
+  if (!peaks) {
+    if (o.pts !== undefined) return invalid('requires_peaks_format', seg('pts'), f);
+    if (o.peaksFormat !== undefined) return invalid('requires_peaks_format', seg('pk_fmt'), f);
+  }
+  if (
+    o.sampleRate !== undefined &&
+    LOSSY.has(o.format) &&
+    o.sampleRate > LOSSY_SAMPLE_RATE_CAP_HZ
+  ) {
+    return invalid('sample_rate_above_lossy_cap', seg('sr'), f);
+  }
+  if (o.fade !== undefined) {
+    const duration = o.trim?.duration;
+    if (duration === undefined) {
+      // A fade-out counts back from the end, which only a bounded trim names without a probe.
+      if (o.fade.out > 0) return invalid('requires_bounded_trim', seg('fade'), seg('t'));
+    } else if (millis(o.fade.in) + millis(o.fade.out) > millis(duration)) {
+      // Integer milliseconds: 0.1 + 0.2 must fit a 0.3 trim exactly.
+      return invalid('fade_exceeds_duration', seg('fade'), seg('t'));
+    }
+  }
+  return undefined;
+}
+
+function splitSegments(input: string | readonly string[]): readonly string[] {
+  if (typeof input !== 'string') return input;
+  return input === '' ? [] : input.split('/');
+}
+
+/**
+ * Parses option segments (`'f:opus/br:96'` or `['f:opus', 'br:96']`; `''` is the defaults) into
+ * validated `RenderOptions` plus the request options. Under `f:peaks`, `channels`, `pts` and
+ * `peaksFormat` come back materialised.
+ */
+export function parseOptions(input: string | readonly string[]): ParseOptionsResult {
+  const draft: Draft = { format: DEFAULT_FORMAT };
+  const seen = new Set<string>();
+  for (const segment of splitSegments(input)) {
+    if (segment === '') return invalid('empty_segment', '');
+    const colon = segment.indexOf(':');
+    if (colon === -1) return invalid('missing_value', segment);
+    const key = segment.slice(0, colon);
+    const value = segment.slice(colon + 1);
+    if (!ALL_KEYS.has(key)) return invalid('unknown_key', segment);
+    if (seen.has(key)) return invalid('duplicate_key', segment);
+    seen.add(key);
+    const reason = applyValue(key as OptionKey, value, draft);
+    if (reason !== undefined) return invalid(reason, segment);
+  }
+  const { exp, ...variant } = draft;
+  const failure = validate(variant);
+  if (failure !== undefined) return failure;
+  const options: RenderOptions =
+    variant.format === 'peaks'
+      ? {
+          ...variant,
+          channels: variant.channels ?? DEFAULT_PEAK_CHANNELS,
+          pts: variant.pts ?? DEFAULT_PEAK_COUNT,
+          peaksFormat: variant.peaksFormat ?? DEFAULT_PEAKS_FORMAT,
+        }
+      : variant;
+  return { ok: true, options, request: exp === undefined ? {} : { exp } };
+}
+
+/**
+ * The canonical options string: variant keys only, sorted, defaults materialised (`f` always;
+ * `ch`, `pts`, `pk_fmt` under `f:peaks`; all three `norm` targets), numbers minimal, `fade:IN:OUT`,
+ * `norm:ebu:I:TP:LRA`. Expects options that came from `parseOptions`.
+ */
+export function normalizeOptions(options: RenderOptions): string {
+  const parts: string[] = [];
+  for (const key of VARIANT_KEYS) {
+    const rendered = renderSegment(key, options);
+    if (rendered !== undefined) parts.push(rendered);
+  }
+  return parts.join('/');
+}
+
+/** Parse and normalise in one step. */
+export function normalizeOptionsString(
+  input: string | readonly string[],
+): { ok: true; normalized: string } | InvalidOptions {
+  const parsed = parseOptions(input);
+  return parsed.ok ? { ok: true, normalized: normalizeOptions(parsed.options) } : parsed;
+}
+
+/**
+ * Splits the verified rest of the path (`/f:opus/plain/local://a.wav`) at the first segment that is
+ * exactly `plain` or `enc`. No marker → `not_found`.
+ */
+export function splitOptionsAndSource(
+  rest: string,
+):
+  | { readonly ok: true; readonly optionSegments: readonly string[]; readonly source: string }
+  | { readonly ok: false; readonly error: 'not_found' } {
+  const segments = rest.split('/');
+  // The leading empty segment is the leading slash, not an empty option.
+  if (segments[0] === '') segments.shift();
+  const marker = segments.findIndex((s) => SOURCE_MARKERS.has(s));
+  if (marker === -1) return NOT_FOUND;
+  return {
+    ok: true,
+    optionSegments: segments.slice(0, marker),
+    source: segments.slice(marker).join('/'),
+  };
+}
+
+/**
+ * The whole options stage for a verified rest of path: marker split (404), `info` detection
+ * (`info` must be the only segment, else a 422 naming the other one), option grammar (422), and
+ * the normalised string for the cache key.
+ */
+export function parseRoute(rest: string): RouteResult {
+  const split = splitOptionsAndSource(rest);
+  if (!split.ok) return split;
+  const { optionSegments, source } = split;
+  if (optionSegments.includes(INFO_SEGMENT)) {
+    if (optionSegments.length === 1) return { ok: true, endpoint: 'info', source };
+    const other = optionSegments.find((s) => s !== INFO_SEGMENT);
+    return other === undefined
+      ? invalid('duplicate_key', INFO_SEGMENT)
+      : invalid('info_with_options', other);
+  }
+  const parsed = parseOptions(optionSegments);
+  if (!parsed.ok) return parsed;
+  return {
+    ok: true,
+    endpoint: 'render',
+    options: parsed.options,
+    request: parsed.request,
+    normalized: normalizeOptions(parsed.options),
+    source,
+  };
+}

@@ -1,0 +1,196 @@
+/**
+ * `local://` sources: files under `AP_LOCAL_ROOT`, confined to it.
+ *
+ * A local path is resolved component by component from the root, the way the kernel would, with
+ * every symlink read and followed by hand: `..` pops a directory that is known to be real, a
+ * relative link target is spliced in front of what is left, and nothing is trusted that was not
+ * looked at. The resolved path has no symlink in it, so it is under the root by construction; a
+ * final `realpath` comparison re-checks that before a path is handed out.
+ *
+ * ## Invariants
+ * - **Every refusal is the same value.** Unset or unusable root, an absolute or empty path, more
+ *   than 1024 bytes or 64 components, a NUL, `..` climbing out, an absolute symlink target (even
+ *   one inside the root), more than 32 link hops, an undeterminable component, a directory, FIFO,
+ *   socket or device, a missing file: all return the one frozen `LOCAL_NOT_FOUND`.
+ * - **Whatever is returned lies strictly inside the resolved root** (never the root itself).
+ * - **Authorisation does not depend on existence.** `authorizeLocal` tolerates missing components
+ *   (what follows them is judged lexically, which is sound because a missing directory holds no
+ *   links); `resolveLocal` is where absence becomes a 404.
+ * - **Bounds are checked before any filesystem call**, so a hostile path costs nothing.
+ * - **The root is re-resolved per call** (a bind mount can be re-pointed); `/` is refused as a root.
+ *
+ * ## Races
+ * - **Check vs use (TOCTOU):** ffmpeg opens the returned path a moment later; a writer inside the
+ *   root could swap a component for a symlink in that window. The final `realpath` check narrows it
+ *   but cannot close it; hardlinks escape any path check. Both need write access to the root:
+ *   mount it read-only and do not let untrusted code write into it.
+ *
+ * ## Events
+ * None. The caller maps `not_found` → 404 and `source_too_large` → 413.
+ */
+import { createHash } from 'node:crypto';
+import { lstat, readlink, realpath, stat } from 'node:fs/promises';
+import { isAbsolute, join, resolve } from 'node:path';
+
+const MAX_PATH_BYTES = 1024; // past any real layout; PATH_MAX-sized paths could not open anyway
+const MAX_COMPONENTS = 64; // a denial-of-service bound on the per-component walk
+const MAX_LINK_HOPS = 32; // a cycle would otherwise be an unkillable request
+const LOCAL_ETAG_MATERIAL_HEX = 32; // 128 bits: ample for a version marker
+
+export type LocalRefusal =
+  | { readonly ok: false; readonly reason: 'not_found' }
+  | { readonly ok: false; readonly reason: 'source_too_large' };
+
+export type LocalResult =
+  | { readonly ok: true; readonly path: string; readonly size: number; readonly mtimeMs: number }
+  | LocalRefusal;
+
+/** The one refusal every confinement or existence failure returns. */
+export const LOCAL_NOT_FOUND = Object.freeze({ ok: false, reason: 'not_found' } as const);
+/** Over `AP_MAX_SRC_BYTES`: the only distinguishable outcome, and only for a servable file. */
+export const LOCAL_TOO_LARGE = Object.freeze({ ok: false, reason: 'source_too_large' } as const);
+const AUTHORIZED = Object.freeze({ ok: true } as const);
+
+type Walk = { readonly path: string; readonly exists: boolean } | undefined;
+
+/** The resolved root, or undefined when unset, missing, not a directory, or `/`. */
+async function resolveRoot(root: string | undefined): Promise<string | undefined> {
+  if (root === undefined || root === '') return undefined;
+  try {
+    const real = await realpath(resolve(root));
+    if (real === '/') return undefined;
+    return (await stat(real)).isDirectory() ? real : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function lexicallyRefused(relPath: string): boolean {
+  return (
+    typeof relPath !== 'string' ||
+    relPath === '' ||
+    relPath.startsWith('/') ||
+    relPath.includes('\0') ||
+    Buffer.byteLength(relPath, 'utf8') > MAX_PATH_BYTES ||
+    relPath.split('/').length > MAX_COMPONENTS
+  );
+}
+
+function errorCode(e: unknown): string | undefined {
+  return typeof e === 'object' && e !== null ? (e as { code?: string }).code : undefined;
+}
+
+/**
+ * Resolves `relPath` under `root` (already real) following links by hand. Undefined = refused.
+ * `exists: false` when some component is missing (the rest was judged lexically).
+ */
+async function walk(root: string, relPath: string): Promise<Walk> {
+  const stack: string[] = [];
+  const pending = relPath.split('/');
+  let hops = 0;
+  let missing = false;
+  // Whether the last resolved component is a directory; anything after a non-directory is ENOTDIR.
+  let lastIsDir = true;
+  while (pending.length > 0) {
+    const comp = pending.shift()!;
+    if (!missing && !lastIsDir) return undefined;
+    if (comp === '' || comp === '.') continue;
+    if (comp === '..') {
+      if (stack.length === 0) return undefined;
+      stack.pop();
+      lastIsDir = true;
+      continue;
+    }
+    if (missing) {
+      stack.push(comp);
+      continue;
+    }
+    const candidate = join(root, ...stack, comp);
+    let info: Awaited<ReturnType<typeof lstat>>;
+    try {
+      info = await lstat(candidate);
+    } catch (e) {
+      // Only "does not exist" means carry on; EACCES, ENOTDIR, ENAMETOOLONG… mean we could not
+      // tell what this component is, and a check on a path we failed to resolve is no check.
+      if (errorCode(e) !== 'ENOENT') return undefined;
+      missing = true;
+      stack.push(comp);
+      continue;
+    }
+    if (info.isSymbolicLink()) {
+      hops += 1;
+      if (hops > MAX_LINK_HOPS) return undefined;
+      let target: string;
+      try {
+        target = await readlink(candidate, 'utf8');
+      } catch {
+        return undefined;
+      }
+      // Absolute targets are refused even when they point inside the root: the root's own
+      // location is deployment detail a link must not depend on.
+      if (target === '' || isAbsolute(target) || target.includes('\0')) return undefined;
+      pending.unshift(...target.split('/'));
+      continue;
+    }
+    stack.push(comp);
+    lastIsDir = info.isDirectory();
+  }
+  if (stack.length === 0) return undefined; // the root itself is not a source
+  return { path: join(root, ...stack), exists: !missing };
+}
+
+/**
+ * May `relPath` be served from `root`? Confinement only: a path that would resolve inside the root
+ * is authorised whether or not the file exists.
+ */
+export async function authorizeLocal(
+  root: string | undefined,
+  relPath: string,
+): Promise<{ readonly ok: true } | typeof LOCAL_NOT_FOUND> {
+  if (lexicallyRefused(relPath)) return LOCAL_NOT_FOUND;
+  const realRoot = await resolveRoot(root);
+  if (realRoot === undefined) return LOCAL_NOT_FOUND;
+  return (await walk(realRoot, relPath)) === undefined ? LOCAL_NOT_FOUND : AUTHORIZED;
+}
+
+/**
+ * Resolves `relPath` under `root` to a regular file: its absolute resolved path, size and mtime.
+ * `maxSrcBytes` set → a larger file is `source_too_large` (omit it for `/info`).
+ */
+export async function resolveLocal(
+  root: string | undefined,
+  relPath: string,
+  opts: { readonly maxSrcBytes?: number } = {},
+): Promise<LocalResult> {
+  if (lexicallyRefused(relPath)) return LOCAL_NOT_FOUND;
+  const realRoot = await resolveRoot(root);
+  if (realRoot === undefined) return LOCAL_NOT_FOUND;
+  const walked = await walk(realRoot, relPath);
+  if (walked === undefined || !walked.exists) return LOCAL_NOT_FOUND;
+  try {
+    // Regular files only, decided on the resolved path (no link left in it to follow), and the
+    // path re-checked against the kernel's own resolution in case something moved meanwhile.
+    const info = await lstat(walked.path);
+    if (!info.isFile()) return LOCAL_NOT_FOUND;
+    if ((await realpath(walked.path)) !== walked.path) return LOCAL_NOT_FOUND;
+    if (!walked.path.startsWith(`${realRoot}/`)) return LOCAL_NOT_FOUND;
+    if (opts.maxSrcBytes !== undefined && info.size > opts.maxSrcBytes) return LOCAL_TOO_LARGE;
+    return { ok: true, path: walked.path, size: info.size, mtimeMs: info.mtimeMs };
+  } catch {
+    return LOCAL_NOT_FOUND;
+  }
+}
+
+/**
+ * ETag material for a local file: the first 32 hex characters of `sha256("size-mtime")`, mtime in
+ * whole Unix seconds. Size and mtime rather than content: hashing a multi-gigabyte master to answer
+ * `/info` would defeat the point.
+ */
+export function localEtagMaterial(size: number, mtimeMs: number): string {
+  if (!Number.isSafeInteger(size) || size < 0) throw new RangeError('size must be a byte count');
+  if (!Number.isFinite(mtimeMs)) throw new RangeError('mtimeMs must be finite');
+  return createHash('sha256')
+    .update(`${size}-${Math.floor(mtimeMs / 1000)}`)
+    .digest('hex')
+    .slice(0, LOCAL_ETAG_MATERIAL_HEX);
+}
