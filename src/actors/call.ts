@@ -1,30 +1,50 @@
 /**
- * GenServer-style messaging between async code and XState actors.
+ * GenServer-style messaging between async code and XState actors: `call`, `cast`, `reply`,
+ * and the `notify`/`inbox` pair for unsolicited messages to one participant.
  *
- * A *call* is an event that carries a reply address (`replyTo`) and a correlation id
- * (`callId`). The callee answers from an action in the same transition that handles the
- * request, so a call never waits inside an actor: the callee's scheduler is never blocked, and
- * a caller that awaits is the only thing that waits.
+ * A call is the request event plus a correlation id (`callId`) and, between machines, a reply
+ * address (`replyTo`). The callee answers from an action in the transition that handles the
+ * request, so no actor ever waits inside a transition; only the promise caller waits.
  *
  * ## Invariants
- * - **One listener per callee, not one per call.** The first `call()` to an actor attaches a
- *   single `actor.on('reply')` listener and a `Map<callId, pending>`; every later call reuses it.
+ * - **One listener per callee, not one per call.** The first `call()` to an actor attaches one
+ *   `reply` listener, one `notify` listener and one completion observer; later calls reuse them.
  * - **A reply reaches only the call that asked.** Ids are process-unique and never reused; a
- *   reply whose id is no longer pending (the caller timed out or aborted) is dropped.
- * - **Giving up never touches the callee.** A timeout or abort settles the caller's promise and
- *   forgets the id; the request the callee already handled stays handled. Callers that must undo
- *   an effect (a slot granted after they stopped waiting) send the undo themselves.
+ *   reply whose id is no longer pending (its caller timed out or aborted) is dropped.
+ * - **Giving up never touches the callee.** Timeout and abort settle the caller and forget the
+ *   id; the request already handled stays handled. A caller that must undo an effect (a slot
+ *   granted after it stopped waiting) sends the undo itself.
+ * - **The sync fast path arms nothing.** A callee that answers inside `send` (the usual case)
+ *   costs one map-free slot write and one resolved promise: no timer, no listener, no closure.
  *
- * ## Reply addresses
- * - `replyTo` absent: the callee `emit`s `{ type: 'reply', callId, payload }` and the listener
- *   routes it. This is how promise callers (`call()`) are answered.
- * - `replyTo` an actor: the callee `sendTo`s it `{ type: 'reply', callId, payload }`. This is how
- *   one machine calls another without either awaiting.
+ * ## Races
+ * - *Reply inside `send`, re-entrantly.* A `notify` handler may call the same actor while it is
+ *   still processing; that call's event is queued, not run. The sync slot is saved and restored
+ *   around every `send`, so a nested call never steals or clobbers the outer call's reply.
+ * - *Callee stops while a call is pending.* The completion observer rejects every pending call
+ *   with `ERR_CALLEE_STOPPED`; a stop inside `send` is seen right after `send` returns.
+ * - *Reply and stop in one transition.* Emitted replies run before the completion observers,
+ *   so the reply wins.
  *
- * Unsolicited messages to a participant (a semaphore grant to a waiter) use the same idea with
- * the participant id as the address: see `notify()` and `inbox()`.
+ * ## Events
+ * | Event    | Fields                     | Direction                                     |
+ * |----------|----------------------------|-----------------------------------------------|
+ * | request  | `type`, `callId?`, `replyTo?` | caller → callee (no `callId`: a cast)      |
+ * | `reply`  | `callId`, `payload`        | callee → `replyTo`, or emitted for `call()`   |
+ * | `notify` | `to`, `message`            | emitted by an owner, delivered to `inbox(to)` |
+ *
+ * Observing an actor here handles its XState `error` (pending calls fail); turning an actor
+ * error into a crash is the system's job (`system.ts`), not this module's.
  */
-import { type AnyActorRef, emit, enqueueActions, sendTo } from 'xstate';
+import {
+  type ActionFunction,
+  type AnyActorRef,
+  type EventObject,
+  emit,
+  enqueueActions,
+  type MachineContext,
+  sendTo,
+} from 'xstate';
 
 /** What every call event carries besides its own fields. */
 export interface CallEnvelope {
@@ -61,72 +81,150 @@ export class CallError extends Error {
 }
 
 export interface CallOptions {
-  /** Milliseconds before the call settles with `ERR_CALL_TIMEOUT`. @default 5000 */
+  /**
+   * Milliseconds before the call settles with `ERR_CALL_TIMEOUT`; `Infinity` waits forever.
+   * @default 5000
+   */
   readonly timeout?: number;
-  /** Aborting settles the call with `ERR_CALL_ABORTED`. */
+  /** Aborting settles the call with `ERR_CALL_ABORTED`; the callee is not told. */
   readonly signal?: AbortSignal;
 }
 
 /** The default call timeout; GenServer's own default, and far above any O(queue) handler. */
 export const DEFAULT_CALL_TIMEOUT_MS = 5_000;
 
-type Pending = { resolve: (payload: unknown) => void; reject: (error: unknown) => void };
+/** setTimeout's ceiling; above it Node fires after 1 ms, which would turn a long wait into none. */
+const MAX_TIMER_MS = 2_147_483_647;
+
+const ONCE = { once: true } as const;
 
 interface Mailbox {
-  readonly pending: Map<number, Pending>;
+  readonly pending: Map<number, PendingCall>;
   readonly inboxes: Map<string, (message: unknown) => void>;
   stopped: boolean;
+  /** The call whose `send` is on the stack and may be answered inline; 0 when none. */
+  syncId: number;
+  syncDone: boolean;
+  syncPayload: unknown;
+}
+
+/** A call that was not answered inside `send`: owns its timer and abort listener. */
+class PendingCall {
+  timer: ReturnType<typeof setTimeout> | undefined = undefined;
+  constructor(
+    readonly box: Mailbox,
+    readonly callId: number,
+    readonly signal: AbortSignal | undefined,
+    readonly resolve: (payload: unknown) => void,
+    readonly reject: (error: unknown) => void,
+  ) {}
+
+  settle(payload: unknown): void {
+    this.dispose();
+    this.resolve(payload);
+  }
+
+  fail(error: unknown): void {
+    this.dispose();
+    this.reject(error);
+  }
+
+  /** The abort listener (an EventListener object, so no closure per call). */
+  handleEvent(): void {
+    if (!this.box.pending.delete(this.callId)) return;
+    this.fail(new CallError('ERR_CALL_ABORTED', 'call aborted', { cause: this.signal?.reason }));
+  }
+
+  dispose(): void {
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.signal?.removeEventListener('abort', this);
+  }
+}
+
+function expire(waiting: PendingCall, timeoutMs: number): void {
+  if (!waiting.box.pending.delete(waiting.callId)) return;
+  waiting.timer = undefined;
+  waiting.fail(new CallError('ERR_CALL_TIMEOUT', `no reply within ${timeoutMs} ms`));
 }
 
 let nextCallId = 1;
 const mailboxes = new WeakMap<AnyActorRef, Mailbox>();
 
-/** A fresh, process-unique correlation id. */
+/** A fresh, process-unique correlation id (for machines that call other machines). */
 export function newCallId(): number {
   return nextCallId++;
 }
 
 function mailboxOf(actor: AnyActorRef): Mailbox {
-  let box = mailboxes.get(actor);
-  if (box) return box;
-  const created: Mailbox = { pending: new Map(), inboxes: new Map(), stopped: false };
-  box = created;
-  mailboxes.set(actor, created);
+  const known = mailboxes.get(actor);
+  if (known !== undefined) return known;
+  const box: Mailbox = {
+    pending: new Map(),
+    inboxes: new Map(),
+    stopped: false,
+    syncId: 0,
+    syncDone: false,
+    syncPayload: undefined,
+  };
+  mailboxes.set(actor, box);
   actor.on('reply', (event: ReplyEvent) => {
-    const waiting = created.pending.get(event.callId);
+    if (event.callId === box.syncId) {
+      box.syncDone = true;
+      box.syncPayload = event.payload;
+      return;
+    }
+    const waiting = box.pending.get(event.callId);
     if (waiting === undefined) return; // late reply to a caller that gave up: dropped
-    created.pending.delete(event.callId);
-    waiting.resolve(event.payload);
+    box.pending.delete(event.callId);
+    waiting.settle(event.payload);
   });
   actor.on('notify', (event: NotifyEvent) => {
-    created.inboxes.get(event.to)?.(event.message);
+    box.inboxes.get(event.to)?.(event.message);
   });
   const failAll = () => {
-    created.stopped = true;
-    for (const [id, waiting] of created.pending) {
-      created.pending.delete(id);
-      waiting.reject(new CallError('ERR_CALLEE_STOPPED', 'the actor stopped before replying'));
+    box.stopped = true;
+    for (const [id, waiting] of box.pending) {
+      box.pending.delete(id);
+      waiting.fail(new CallError('ERR_CALLEE_STOPPED', 'the actor stopped before replying'));
     }
   };
-  actor.subscribe({ complete: failAll, error: failAll });
-  if (actor.getSnapshot().status !== 'active') created.stopped = true;
-  return created;
+  // A stopped or failed actor would answer this synchronously; check first, subscribe after.
+  if (actor.getSnapshot().status !== 'active') box.stopped = true;
+  else actor.subscribe({ complete: failAll, error: failAll });
+  return box;
+}
+
+function checkTimeout(timeout: number): void {
+  const valid =
+    typeof timeout === 'number' &&
+    timeout >= 0 &&
+    (timeout <= MAX_TIMER_MS || timeout === Number.POSITIVE_INFINITY);
+  if (!valid) {
+    throw new RangeError(`call timeout must be 0..${MAX_TIMER_MS} ms or Infinity, got ${timeout}`);
+  }
 }
 
 /**
- * Sends `request` to `actor` with a fresh `callId` and resolves with the payload the actor
- * replies. Rejects with a `CallError` on timeout, abort, or the actor stopping first.
+ * Sends `request` to `actor` with a fresh `callId` (stamped onto `request` itself: pass a
+ * fresh object) and resolves with the payload the actor replies. Rejects with a `CallError`
+ * on timeout, abort, or the actor stopping first. Throws `TypeError`/`RangeError` for a
+ * request that names its own `replyTo` or an invalid timeout.
  */
 export function call<R = unknown>(
   actor: AnyActorRef,
   request: { readonly type: string } & Record<string, unknown>,
-  options: CallOptions = {},
+  options?: CallOptions,
 ): Promise<R> {
+  if (request.replyTo !== undefined) {
+    throw new TypeError('call() answers through emit; a request with replyTo is a machine call');
+  }
+  const timeoutMs = options?.timeout ?? DEFAULT_CALL_TIMEOUT_MS;
+  if (options?.timeout !== undefined) checkTimeout(timeoutMs);
   const box = mailboxOf(actor);
   if (box.stopped) {
     return Promise.reject(new CallError('ERR_CALLEE_STOPPED', 'the actor is not running'));
   }
-  const { signal } = options;
+  const signal = options?.signal;
   if (signal?.aborted) {
     return Promise.reject(
       new CallError('ERR_CALL_ABORTED', 'call aborted before it was sent', {
@@ -135,63 +233,66 @@ export function call<R = unknown>(
     );
   }
   const callId = nextCallId++;
-  let settledSync = false;
-  let syncPayload: unknown;
-  // Fast path: most callees answer inside `send`, before we would ever arm a timer.
-  box.pending.set(callId, {
-    resolve: (payload) => {
-      settledSync = true;
-      syncPayload = payload;
-    },
-    reject: () => {},
-  });
+  // Fast path: most callees answer inside `send`. Save the slot (a nested call from a notify
+  // handler may be running this very code one frame up) and restore it whatever happens.
+  const outerId = box.syncId;
+  const outerDone = box.syncDone;
+  const outerPayload = box.syncPayload;
+  box.syncId = callId;
+  box.syncDone = false;
+  box.syncPayload = undefined;
+  let done: boolean;
+  let payload: unknown;
   // Stamped onto the caller's object rather than spread into a copy: a copy per call costs
   // more than the whole transition on a hot callee. Callers pass a fresh literal.
   (request as { callId?: number }).callId = callId;
-  actor.send(request);
-  if (settledSync) return Promise.resolve(syncPayload as R);
+  try {
+    actor.send(request);
+  } finally {
+    done = box.syncDone;
+    payload = box.syncPayload;
+    box.syncId = outerId;
+    box.syncDone = outerDone;
+    box.syncPayload = outerPayload;
+  }
+  if (done) return Promise.resolve(payload as R);
   if (box.stopped) {
-    box.pending.delete(callId);
     return Promise.reject(new CallError('ERR_CALLEE_STOPPED', 'the actor stopped before replying'));
   }
+  if (signal?.aborted) {
+    // Aborted from inside `send` (a notify handler gave up): an abort listener would never fire.
+    return Promise.reject(
+      new CallError('ERR_CALL_ABORTED', 'call aborted', { cause: signal.reason }),
+    );
+  }
   return new Promise<R>((resolve, reject) => {
-    const timeoutMs = options.timeout ?? DEFAULT_CALL_TIMEOUT_MS;
-    const cleanup = () => {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', onAbort);
-    };
-    const onAbort = () => {
-      if (!box.pending.delete(callId)) return;
-      cleanup();
-      reject(new CallError('ERR_CALL_ABORTED', 'call aborted', { cause: signal?.reason }));
-    };
-    const timer = setTimeout(() => {
-      if (!box.pending.delete(callId)) return;
-      signal?.removeEventListener('abort', onAbort);
-      reject(new CallError('ERR_CALL_TIMEOUT', `no reply within ${timeoutMs} ms`));
-    }, timeoutMs);
-    signal?.addEventListener('abort', onAbort, { once: true });
-    box.pending.set(callId, {
-      resolve: (payload) => {
-        cleanup();
-        resolve(payload as R);
-      },
-      reject: (error) => {
-        cleanup();
-        reject(error);
-      },
-    });
+    const waiting = new PendingCall(
+      box,
+      callId,
+      signal,
+      resolve as (payload: unknown) => void,
+      reject,
+    );
+    box.pending.set(callId, waiting);
+    if (timeoutMs !== Number.POSITIVE_INFINITY) {
+      waiting.timer = setTimeout(expire, timeoutMs, waiting, timeoutMs);
+    }
+    signal?.addEventListener('abort', waiting, ONCE);
   });
 }
 
-/** Fire and forget: sends `event` and returns nothing. A stopped actor drops it. */
-export function cast(actor: AnyActorRef, event: { readonly type: string }): void {
+/** Fire and forget: sends `event` and returns nothing. A stopped actor drops it silently. */
+export function cast<E extends { readonly type: string }>(actor: AnyActorRef, event: E): void {
+  const status = actor.getSnapshot().status;
+  if (status !== 'active') return; // XState would log a warning per dropped event
   actor.send(event);
 }
 
 /**
  * Registers `handler` as the mailbox of participant `id` on `actor`: every `notify` the actor
- * emits to `id` is delivered to it. Returns the function that removes it. One inbox per id.
+ * emits to `id` is delivered to it, synchronously, in the transition that emits it. Returns the
+ * function that removes it. One inbox per id: registering the id again replaces the handler,
+ * and the old remover then does nothing.
  */
 export function inbox<M = unknown>(
   actor: AnyActorRef,
@@ -213,19 +314,26 @@ export function pendingCalls(actor: AnyActorRef): number {
 /**
  * The action that answers a call: `reply(({ event, context }) => payload)`. Sends to `replyTo`
  * when the request named an actor, otherwise emits for the callee's `reply` listener. A request
- * with no `callId` was a cast, and gets no reply.
+ * with no `callId` was a cast, and gets no reply (`payload` is not even evaluated).
+ * Annotate `context`/`event` in `payload` as needed; the returned action is loose on context
+ * on purpose (XState types `self` invariantly, which would reject any partial annotation).
  */
-export function reply<TContext, TEvent extends { type: string } & CallEnvelope, P>(
+export function reply<
+  TContext extends MachineContext,
+  TEvent extends EventObject & CallEnvelope,
+  P = unknown,
+>(
   payload: (args: { context: TContext; event: TEvent }) => P,
-) {
-  return enqueueActions(({ context, event, enqueue }: { context: TContext; event: TEvent; enqueue: any }) => {
-    if (event.callId === undefined) return;
+): ActionFunction<any, TEvent, any, any, any, any, any, any, any> {
+  return enqueueActions(({ context, event, enqueue }: any) => {
+    const request = event as TEvent;
+    if (request.callId === undefined) return;
     const answer: ReplyEvent<P> = {
       type: 'reply',
-      callId: event.callId,
-      payload: payload({ context, event }),
+      callId: request.callId,
+      payload: payload({ context: context as TContext, event: request }),
     };
-    if (event.replyTo) enqueue(sendTo(event.replyTo, answer));
+    if (request.replyTo) enqueue(sendTo(request.replyTo, answer));
     else enqueue(emit(answer as any));
-  });
+  }) as ActionFunction<any, TEvent, any, any, any, any, any, any, any>;
 }

@@ -1,0 +1,5 @@
+/** The actor runtime: messaging, monitors, the unique registry and the system. Re-exports only. */
+export * from './call.js';
+export * from './monitor.js';
+export * from './registry.js';
+export * from './system.js';

@@ -1,0 +1,363 @@
+// The system: children start in declared order and stop in reverse; a failing start unwinds
+// what it started and rethrows; each stop is bounded (fake timers) and a slow or throwing child
+// does not hold up the others; an actor error, or a singleton ending while the system runs, is
+// fatal exactly once (logged, bounded shutdown, exit 70), and a child's own planned stop is not.
+// The default exit path is checked in a real child process.
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { createActor, setup } from 'xstate';
+import {
+  type ChildSpec,
+  createSystem,
+  FATAL_EXIT_CODE,
+  FATAL_STOP_BUDGET_MS,
+  type SystemLogger,
+} from '../../src/actors/system.js';
+
+const singleton = setup({
+  types: {} as { events: { type: 'boom' } | { type: 'finish' } },
+  actions: {
+    explode: () => {
+      throw new Error('pure machine threw');
+    },
+  },
+}).createMachine({
+  initial: 'serving',
+  states: {
+    serving: { on: { boom: { actions: 'explode' }, finish: 'over' } },
+    over: { type: 'final' },
+  },
+});
+type Singleton = ReturnType<typeof createActor<typeof singleton>>;
+
+function recorder() {
+  const log: string[] = [];
+  const child = (name: string, extra: Partial<ChildSpec<string>> = {}): ChildSpec<string> => ({
+    name,
+    start: () => {
+      log.push(`start ${name}`);
+      return `${name}-handle`;
+    },
+    stop: (handle) => {
+      log.push(`stop ${handle}`);
+    },
+    ...extra,
+  });
+  return { log, child };
+}
+
+function actorChild(name: string, log: string[]): ChildSpec<Singleton> {
+  return {
+    name,
+    start: () => {
+      log.push(`start ${name}`);
+      return createActor(singleton).start();
+    },
+    stop: (actor) => {
+      log.push(`stop ${name}`);
+      actor.stop();
+    },
+    actor: (actor) => actor,
+  };
+}
+
+function quietLogger() {
+  return { error: vi.fn(), warn: vi.fn() } satisfies SystemLogger;
+}
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe('start and stop order', () => {
+  it('starts in declared order and stops in reverse', async () => {
+    const { log, child } = recorder();
+    const system = await createSystem([child('semaphore'), child('registry'), child('listener')]);
+    expect(system.status).toBe('running');
+    expect(log).toEqual(['start semaphore', 'start registry', 'start listener']);
+    expect(system.get('registry')).toBe('registry-handle');
+    const reports = await system.stop();
+    expect(log.slice(3)).toEqual([
+      'stop listener-handle',
+      'stop registry-handle',
+      'stop semaphore-handle',
+    ]);
+    expect(reports.map((r) => [r.name, r.outcome])).toEqual([
+      ['listener', 'stopped'],
+      ['registry', 'stopped'],
+      ['semaphore', 'stopped'],
+    ]);
+    expect(system.status).toBe('stopped');
+    expect(() => system.get('registry')).toThrow(RangeError);
+  });
+
+  it('lets a child find the handles started before it, and awaits async starts', async () => {
+    const seen: unknown[] = [];
+    const system = await createSystem([
+      { name: 'config', start: async () => ({ capacity: 2 }), stop: () => {} },
+      {
+        name: 'semaphore',
+        start: (started) => {
+          seen.push(started.get('config'));
+          return 'sem';
+        },
+        stop: () => {},
+      },
+    ]);
+    expect(seen).toEqual([{ capacity: 2 }]);
+    await system.stop();
+  });
+
+  it('returns the same promise from every stop() and stops each child once', async () => {
+    const { log, child } = recorder();
+    const system = await createSystem([child('a'), child('b')]);
+    const first = system.stop();
+    expect(system.stop()).toBe(first);
+    await first;
+    expect(log.filter((l) => l.startsWith('stop'))).toEqual(['stop b-handle', 'stop a-handle']);
+  });
+
+  it('unwinds the started children in reverse when a start fails, and rethrows', async () => {
+    const { log, child } = recorder();
+    const failure = new Error('port in use');
+    const attempt = createSystem([
+      child('a'),
+      child('b'),
+      child('c', {
+        start: () => {
+          throw failure;
+        },
+      }),
+      child('d'),
+    ]);
+    await expect(attempt).rejects.toBe(failure);
+    expect(log).toEqual(['start a', 'start b', 'stop b-handle', 'stop a-handle']);
+  });
+
+  it('throws TypeError for duplicate or missing names, RangeError for a bad bound', () => {
+    const { child } = recorder();
+    expect(() => createSystem([child('a'), child('a')])).toThrow(TypeError);
+    expect(() => createSystem([child('')])).toThrow(TypeError);
+    expect(() => createSystem([child('a', { stopTimeoutMs: -1 })])).toThrow(RangeError);
+  });
+});
+
+describe('bounded stops', () => {
+  it('moves on when a child overruns its stop timeout, and reports it', async () => {
+    vi.useFakeTimers();
+    const { log, child } = recorder();
+    const logger = quietLogger();
+    const system = await createSystem(
+      [child('a'), child('slow', { stop: () => new Promise(() => {}), stopTimeoutMs: 1_000 })],
+      { logger },
+    );
+    const stopping = system.stop();
+    await vi.advanceTimersByTimeAsync(999);
+    expect(log).not.toContain('stop a-handle');
+    await vi.advanceTimersByTimeAsync(1);
+    const reports = await stopping;
+    expect(reports).toEqual([
+      { name: 'slow', outcome: 'timeout' },
+      { name: 'a', outcome: 'stopped' },
+    ]);
+    expect(logger.warn).toHaveBeenCalledWith(
+      expect.objectContaining({ child: 'slow', outcome: 'timeout' }),
+      expect.any(String),
+    );
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it('uses a 5 s default bound', async () => {
+    vi.useFakeTimers();
+    const { child } = recorder();
+    const system = await createSystem([child('slow', { stop: () => new Promise(() => {}) })], {
+      logger: quietLogger(),
+    });
+    const stopping = system.stop();
+    await vi.advanceTimersByTimeAsync(5_000);
+    expect(await stopping).toEqual([{ name: 'slow', outcome: 'timeout' }]);
+  });
+
+  it('reports a stop that throws and still stops the rest', async () => {
+    const { log, child } = recorder();
+    const broken = new Error('close failed');
+    const system = await createSystem(
+      [
+        child('a'),
+        child('b', {
+          stop: async () => {
+            throw broken;
+          },
+        }),
+      ],
+      { logger: quietLogger() },
+    );
+    const reports = await system.stop();
+    expect(reports).toEqual([
+      { name: 'b', outcome: 'failed', error: broken },
+      { name: 'a', outcome: 'stopped' },
+    ]);
+    expect(log).toContain('stop a-handle');
+  });
+});
+
+describe('fatal actors', () => {
+  it('logs an actor error, stops every child in reverse, then exits 70 once', async () => {
+    const log: string[] = [];
+    const logger = quietLogger();
+    const exit = vi.fn();
+    const system = await createSystem(
+      [actorChild('semaphore', log), actorChild('limiter', log), actorChild('listener', log)],
+      { logger, exit },
+    );
+    const limiter = system.get<Singleton>('limiter');
+    limiter.send({ type: 'boom' });
+    await vi.waitFor(() => expect(exit).toHaveBeenCalled());
+    expect(exit.mock.calls).toEqual([[FATAL_EXIT_CODE]]);
+    expect(logger.error).toHaveBeenCalledWith(
+      expect.objectContaining({
+        child: 'limiter',
+        reason: 'error',
+        err: expect.objectContaining({ message: 'pure machine threw' }),
+      }),
+      expect.any(String),
+    );
+    expect(log.slice(3)).toEqual(['stop listener', 'stop limiter', 'stop semaphore']);
+    expect(system.status).toBe('stopped');
+  });
+
+  it('acts on the first failure only; later ones are logged', async () => {
+    const log: string[] = [];
+    const logger = quietLogger();
+    const onFatal = vi.fn();
+    const system = await createSystem([actorChild('a', log), actorChild('b', log)], {
+      logger,
+      onFatal,
+    });
+    system.get<Singleton>('a').send({ type: 'boom' });
+    system.get<Singleton>('b').send({ type: 'boom' });
+    expect(onFatal).toHaveBeenCalledTimes(1);
+    expect(onFatal.mock.calls[0]![0]).toMatchObject({ child: 'a', reason: { type: 'error' } });
+    expect(logger.error).toHaveBeenCalledTimes(2);
+    expect(system.status).toBe('running'); // a custom onFatal decides what happens next
+    await system.stop();
+  });
+
+  it('treats a singleton that finishes or is stopped from outside as fatal', async () => {
+    const log: string[] = [];
+    const onFatal = vi.fn();
+    const system = await createSystem([actorChild('a', log), actorChild('b', log)], {
+      logger: quietLogger(),
+      onFatal,
+    });
+    system.get<Singleton>('b').send({ type: 'finish' });
+    expect(onFatal.mock.calls[0]![0]).toMatchObject({ child: 'b', reason: { type: 'done' } });
+    await system.stop();
+  });
+
+  it('is not fatal when a child stops its own actor during shutdown', async () => {
+    const log: string[] = [];
+    const onFatal = vi.fn();
+    const system = await createSystem([actorChild('a', log), actorChild('b', log)], {
+      logger: quietLogger(),
+      onFatal,
+    });
+    await system.stop();
+    expect(onFatal).not.toHaveBeenCalled();
+    expect(log.slice(2)).toEqual(['stop b', 'stop a']);
+  });
+
+  it('treats an actor that already failed at start as fatal', async () => {
+    const onFatal = vi.fn();
+    const broken = createActor(singleton).start();
+    broken.subscribe({ error: () => {} });
+    broken.send({ type: 'boom' });
+    const system = await createSystem(
+      [{ name: 'broken', start: () => broken, stop: () => {}, actor: (a) => a }],
+      { logger: quietLogger(), onFatal },
+    );
+    await Promise.resolve();
+    expect(onFatal).toHaveBeenCalledTimes(1);
+    await system.stop();
+  });
+
+  it('watches dynamic actors put under supervise for errors only', async () => {
+    const onFatal = vi.fn();
+    const system = await createSystem([], { logger: quietLogger(), onFatal });
+    const finishing = createActor(singleton).start();
+    system.supervise(finishing, 'coordinator:k1');
+    finishing.send({ type: 'finish' });
+    expect(onFatal).not.toHaveBeenCalled();
+    const failing = createActor(singleton).start();
+    system.supervise(failing, 'coordinator:k2');
+    failing.send({ type: 'boom' });
+    expect(onFatal.mock.calls[0]![0]).toMatchObject({ child: 'coordinator:k2' });
+    await system.stop();
+  });
+
+  it('exits within the fatal budget even when a child never finishes stopping', async () => {
+    vi.useFakeTimers();
+    const log: string[] = [];
+    const exit = vi.fn();
+    const system = await createSystem(
+      [
+        actorChild('semaphore', log),
+        {
+          name: 'wedged',
+          start: () => 'w',
+          stop: () => new Promise<void>(() => {}),
+          stopTimeoutMs: Number.POSITIVE_INFINITY,
+        },
+      ],
+      { logger: quietLogger(), exit },
+    );
+    system.get<Singleton>('semaphore').send({ type: 'boom' });
+    await vi.advanceTimersByTimeAsync(FATAL_STOP_BUDGET_MS - 1);
+    expect(exit).not.toHaveBeenCalled();
+    await vi.advanceTimersByTimeAsync(1);
+    expect(exit.mock.calls).toEqual([[FATAL_EXIT_CODE]]);
+  });
+
+  it('fails the start when a child fails fatally while later children start', async () => {
+    const log: string[] = [];
+    const exit = vi.fn();
+    let release!: () => void;
+    const attempt = createSystem(
+      [
+        actorChild('semaphore', log),
+        {
+          name: 'slow',
+          start: (started) =>
+            new Promise<string>((resolve) => {
+              started.get<Singleton>('semaphore').send({ type: 'boom' });
+              release = () => resolve('slow');
+            }),
+          stop: () => {
+            log.push('stop slow');
+          },
+        },
+        actorChild('listener', log),
+      ],
+      { logger: quietLogger(), exit },
+    );
+    await Promise.resolve();
+    release();
+    await expect(attempt).rejects.toThrow(/stopped while starting "listener"/);
+    await vi.waitFor(() => expect(exit).toHaveBeenCalledWith(FATAL_EXIT_CODE));
+    expect(log).toEqual(['start semaphore', 'stop slow', 'stop semaphore']);
+  });
+});
+
+describe('the default fatal path', () => {
+  it('logs to stderr and exits the real process with code 70', () => {
+    const fixture = fileURLToPath(new URL('./fixtures/fatalSystem.ts', import.meta.url));
+    const run = spawnSync(process.execPath, ['--import', 'tsx', fixture], {
+      encoding: 'utf8',
+      timeout: 20_000,
+    });
+    expect(run.status).toBe(FATAL_EXIT_CODE);
+    expect(run.stderr).toContain('a machine threw');
+    expect(run.stdout).toContain('stopped: listener,semaphore');
+  });
+});
