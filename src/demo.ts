@@ -100,7 +100,10 @@ export function demoUrls(base: string): Array<{ label: string; url: string }> {
       label: 'mono speech MP3 (64 kbps, voice enhancement)',
       url: `${base}/insecure/f:mp3/ch:1/br:64/enhance:voice/plain/local://speech.wav`,
     },
-    { label: 'waveform peaks (JSON)', url: `${base}/insecure/f:peaks/pts:400/plain/local://music.flac` },
+    {
+      label: 'waveform peaks (JSON)',
+      url: `${base}/insecure/f:peaks/pts:400/plain/local://music.flac`,
+    },
     { label: 'source info', url: `${base}/insecure/info/plain/local://music.flac` },
   ];
 }

@@ -1,0 +1,119 @@
+/**
+ * The `audio-proxy` command.
+ *
+ *   audio-proxy serve          run with the AP_* environment (production)
+ *   audio-proxy demo           run on 127.0.0.1:4000 over a generated demo library, no config
+ *   audio-proxy sign <path>    print the signed URL path for `/<options>/<source>` (AP_KEY, AP_SALT)
+ *
+ * Configuration errors exit with code 2 and name every variable at fault.
+ */
+import { configOrExit, configWarnings, loadConfig } from './config.js';
+import { demoUrls, ensureDemoLibrary } from './demo.js';
+import { toRawPath } from './http/rawPath.js';
+import { sign } from './http/signature.js';
+import { createAudioProxy } from './proxy.js';
+import { createLogger } from './telemetry/logger.js';
+import { resolveFfmpeg } from './workers/ffmpegPath.js';
+
+const USAGE = `usage: audio-proxy <command>
+
+  serve            run the proxy with the AP_* environment
+  demo             run on http://127.0.0.1:4000 over a built-in demo library (no config needed)
+  sign <path>      print the signed path for "/<options>/<source>" using AP_KEY and AP_SALT
+                   e.g. audio-proxy sign '/f:opus/t:0:30/plain/local://music.flac'
+`;
+
+/** Bounded drain on SIGTERM/SIGINT; a second signal exits at once. */
+export const SHUTDOWN_GRACE_MS = 25_000;
+
+function onSignals(close: () => Promise<void>) {
+  let closing = false;
+  const handler = (signal: NodeJS.Signals) => {
+    if (closing) process.exit(130);
+    closing = true;
+    process.stderr.write(`\n${signal}: draining (send again to exit at once)\n`);
+    const timer = setTimeout(() => process.exit(1), SHUTDOWN_GRACE_MS);
+    timer.unref();
+    close().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  };
+  process.on('SIGTERM', handler);
+  process.on('SIGINT', handler);
+}
+
+async function serve(): Promise<void> {
+  const config = configOrExit(process.env);
+  const logger = createLogger(config.logLevel);
+  for (const warning of configWarnings(config, process.env)) logger.warn(warning);
+  const proxy = await createAudioProxy({ config, logger });
+  const { url, metricsUrl } = await proxy.listen();
+  logger.info(
+    { url, metricsUrl, ffmpeg: proxy.ffmpeg.path, ffmpegSource: proxy.ffmpeg.source },
+    'audio-proxy listening',
+  );
+  onSignals(() => proxy.close());
+}
+
+async function demo(): Promise<void> {
+  const ffmpeg = resolveFfmpeg({ env: process.env });
+  process.stdout.write('Preparing the demo library (generated once with ffmpeg)…\n');
+  const root = await ensureDemoLibrary(ffmpeg.path);
+  const env = {
+    AP_LOCAL_ROOT: root,
+    AP_ALLOW_INSECURE: '1',
+    AP_PORT: process.env.AP_PORT ?? '4000',
+    AP_METRICS_PORT: process.env.AP_METRICS_PORT ?? '9568',
+    AP_LOG_LEVEL: process.env.AP_LOG_LEVEL ?? 'warning',
+    AP_MAX_CONCURRENCY: process.env.AP_MAX_CONCURRENCY,
+    AP_FFMPEG_PATH: process.env.AP_FFMPEG_PATH,
+    AP_FFPROBE_PATH: process.env.AP_FFPROBE_PATH,
+  };
+  const config = loadConfig(env);
+  const proxy = await createAudioProxy({ config });
+  const { url, metricsUrl } = await proxy.listen({ host: '127.0.0.1' });
+  const lines = [
+    '',
+    `audio-proxy demo on ${url}  (ffmpeg: ${proxy.ffmpeg.path}, from ${proxy.ffmpeg.source})`,
+    `library: ${root}   metrics: ${metricsUrl}/metrics   health: ${url}/health`,
+    'dev-only "insecure" signatures are enabled. Try:',
+    '',
+    ...demoUrls(url).map((u) => `  ${u.label.padEnd(46)} curl -o out '${u.url}'`),
+    '',
+    'Ctrl-C to stop.',
+    '',
+  ];
+  process.stdout.write(lines.join('\n'));
+  onSignals(() => proxy.close());
+}
+
+function signCommand(path: string | undefined): void {
+  if (!path || !path.startsWith('/')) {
+    process.stderr.write(`${USAGE}\nsign: give the path to sign, starting with "/"\n`);
+    process.exit(2);
+  }
+  const config = configOrExit(process.env);
+  if (!config.key || !config.salt) {
+    process.stderr.write('sign: AP_KEY and AP_SALT must both be set\n');
+    process.exit(2);
+  }
+  const raw = toRawPath(path);
+  process.stdout.write(`/${sign(raw, config.key, config.salt)}${raw}\n`);
+}
+
+const [command, ...args] = process.argv.slice(2);
+switch (command) {
+  case 'serve':
+    await serve();
+    break;
+  case 'demo':
+    await demo();
+    break;
+  case 'sign':
+    signCommand(args[0]);
+    break;
+  default:
+    process.stdout.write(USAGE);
+    process.exit(command === undefined || command === 'help' || command === '--help' ? 0 : 2);
+}

@@ -1,0 +1,556 @@
+/**
+ * The public listener's request handler: translation only. Bytes and outcomes come in from the
+ * actors; statuses, headers and bodies go out. Every decision about slots, coalescing and
+ * processes is made by an actor; every status comes from `errorResponse` or the success paths
+ * below.
+ *
+ * Check order for a signed path (each later check can only run if the earlier ones passed):
+ * signature 401 → options 422 (404 without a source marker) → expiry 410 → source parse and
+ * authorisation 404 → If-None-Match 304 → variant store HIT → HEAD describes and stops → stat
+ * 404/413 → probe gate 415/429/504 → render slot 429 → stream.
+ *
+ * ## Races
+ * - *Client leaves while waiting or streaming*: the response's `close` is watched and becomes a
+ *   `gone` for the coordinator, which cancels a render nobody else wants.
+ * - *Silence*: the consumer deadline (`AP_RENDER_TIMEOUT` + 1 s, restarted on every message)
+ *   answers 429 before the render started (no slot in time), 504 after it started, and tears the
+ *   stream down once bytes have been sent.
+ */
+import diagnostics from 'node:diagnostics_channel';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AnyActorRef } from 'xstate';
+import type { GoneReason } from '../actors/monitor.js';
+import { watch } from '../actors/monitor.js';
+import type { Config, ConfigProvider } from '../config.js';
+import type { RenderFailure, SubscriberMessage } from '../machines/renderCoordinator.js';
+import { localEtagMaterial, resolveLocal } from '../sources/local.js';
+import { authorizeSource, parseSource, type Source } from '../sources/parse.js';
+import { RENDER_CHANNELS } from '../telemetry/metrics.js';
+import { cacheKey, etagOf, ifNoneMatchMatches, infoEtag } from './cacheKey.js';
+import { corsHeaders, preflightResponse } from './cors.js';
+import { errorResponse, type Failure } from './errors.js';
+import { clampCacheControl, isExpired } from './expiry.js';
+import { contentDisposition, contentTypeFor, IMMUTABLE_CACHE_CONTROL } from './headers.js';
+import type { RenderOptions } from './options.js';
+import { parseRoute } from './options.js';
+import { splitPath, verifySignature } from './signature.js';
+
+/** Slack past `AP_RENDER_TIMEOUT` before a silent subscription is given up on. */
+export const CONSUMER_SLACK_MS = 1_000; // lets the Render's own timeout report first
+
+/** /info cache lifetimes: with an ETag the answer can be revalidated, without one keep it short. */
+const INFO_CACHE_CONTROL = 'public, max-age=3600';
+const INFO_CACHE_CONTROL_NO_ETAG = 'public, max-age=60';
+
+export type Endpoint = 'render' | 'info' | 'health' | 'ready' | 'metrics' | 'preflight' | 'unknown';
+
+/** A source that passed authorisation and stat, as ffmpeg will read it. */
+export interface ResolvedSource {
+  readonly source: Source;
+  readonly canonical: string;
+  /** What ffmpeg opens: a file path, or a (presigned) URL. */
+  readonly input: { readonly url: string; readonly kind: 'local' | 's3' | 'https' };
+  readonly size?: number;
+  readonly mtimeMs?: number;
+}
+
+export type ProbeOutcome =
+  | {
+      readonly ok: true;
+      /** The /info body (snake_case, unknown fields absent). */
+      readonly info: Record<string, unknown>;
+      /** What the render needs from the probe: rate, channels, depth, duration. */
+      readonly media?: {
+        readonly sampleRate?: number;
+        readonly channels?: number;
+        readonly bitDepth?: number;
+        readonly duration?: number;
+      };
+    }
+  | { readonly ok: false; readonly failure: Failure };
+
+export interface RenderRequest {
+  readonly key: string;
+  readonly options: RenderOptions;
+  readonly source: ResolvedSource;
+  /** The probe gate's findings about the source (absent only when no probe ran). */
+  readonly media?: Extract<ProbeOutcome, { ok: true }>['media'];
+}
+
+export type SubscribeOutcome =
+  | {
+      readonly type: 'miss' | 'coalesced';
+      readonly coordinator: AnyActorRef;
+      readonly state: 'queued' | 'rendering' | 'completed';
+      readonly backlog: readonly Buffer[];
+    }
+  | { readonly type: 'failed'; readonly failure: RenderFailure };
+
+/** What the handler needs from the rest of the system. */
+export interface HandlerServices {
+  readonly config: ConfigProvider;
+  readonly version: string;
+  readonly ffmpeg: () => {
+    readonly path: string;
+    readonly source: string;
+    readonly version?: string;
+  };
+  nowMs(): number;
+  ready(): Promise<{ ready: boolean; queued: number; threshold: number }>;
+  /** Resolves a remote source to something ffmpeg can open (presigning); local is handled here. */
+  resolveRemote?(source: Source, canonical: string): Promise<ResolvedSource | { failure: Failure }>;
+  probe(source: ResolvedSource): Promise<ProbeOutcome>;
+  subscribe(
+    request: RenderRequest,
+    subscriberId: string,
+    onMessage: (message: SubscriberMessage) => void,
+  ): Promise<SubscribeOutcome>;
+  unsubscribe(coordinator: AnyActorRef, subscriberId: string): Promise<void>;
+  retryAfterS(): Promise<number>;
+}
+
+let subscriberSeq = 0;
+
+function json(body: unknown): string {
+  return JSON.stringify(body);
+}
+
+interface Exchange {
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
+  readonly head: boolean;
+  readonly cors: Record<string, string>;
+  endpoint: Endpoint;
+}
+
+function send(
+  x: Exchange,
+  status: number,
+  headers: Record<string, string>,
+  body?: string | Buffer,
+) {
+  const all: Record<string, string | number> = { ...headers, ...x.cors };
+  if (headers.vary && x.cors.vary) all.vary = x.cors.vary;
+  if (body !== undefined) all['content-length'] = Buffer.byteLength(body);
+  x.res.writeHead(status, all);
+  x.res.end(x.head ? undefined : body);
+}
+
+function fail(x: Exchange, failure: Failure) {
+  const r = errorResponse(failure);
+  send(x, r.status, { ...r.headers }, r.body);
+}
+
+export function createHandler(services: HandlerServices) {
+  return async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const config = services.config.get();
+    const method = req.method ?? 'GET';
+    const cors = config.allowOrigin ? corsHeaders(config.allowOrigin) : {};
+    const x: Exchange = { req, res, head: method === 'HEAD', cors, endpoint: 'unknown' };
+    res.on('close', () => {
+      diagnostics.channel(RENDER_CHANNELS.httpRequest).publish({
+        endpoint: x.endpoint,
+        status: res.statusCode,
+      });
+    });
+    try {
+      await route(x, config, services, method);
+    } catch (error) {
+      // A bug, not a client outcome: answer 500 if nothing was sent yet, else tear down.
+      if (!res.headersSent) fail(x, { type: 'render_failed' });
+      else res.destroy(error as Error);
+    }
+  };
+}
+
+async function route(x: Exchange, config: Config, services: HandlerServices, method: string) {
+  const rawUrl = x.req.url ?? '/';
+  const path = rawUrl.split('?', 1)[0]!;
+  if (method === 'OPTIONS' && config.allowOrigin) {
+    x.endpoint = 'preflight';
+    const pre = preflightResponse(
+      config.allowOrigin,
+      x.req.headers['access-control-request-headers'],
+    )!; // defined: CORS is on
+    x.res.writeHead(pre.status, pre.headers);
+    x.res.end();
+    return;
+  }
+  if (method !== 'GET' && method !== 'HEAD') {
+    fail(x, { type: 'not_found', scope: 'route' });
+    return;
+  }
+  if (path === '/health') {
+    x.endpoint = 'health';
+    const ffmpeg = services.ffmpeg();
+    send(
+      x,
+      200,
+      { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' },
+      json({ status: 'ok', version: services.version, ffmpeg }),
+    );
+    return;
+  }
+  if (path === '/ready') {
+    x.endpoint = 'ready';
+    const r = await services.ready();
+    send(
+      x,
+      r.ready ? 200 : 503,
+      { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' },
+      json({ status: r.ready ? 'ready' : 'not_ready', queued: r.queued, threshold: r.threshold }),
+    );
+    return;
+  }
+  if (path === '/metrics') {
+    // Served only on the metrics listener; here it is the router's own miss.
+    fail(x, { type: 'not_found', scope: 'route' });
+    return;
+  }
+  const split = splitPath(rawUrl);
+  if (!split.ok) {
+    if (split.reason === 'no_route') fail(x, { type: 'not_found', scope: 'route' });
+    else fail(x, { type: 'invalid_signature' });
+    return;
+  }
+  // 1. signature
+  const verdict = verifySignature(split.signature, split.rest, {
+    key: config.key,
+    salt: config.salt,
+    allowInsecure: config.allowInsecure,
+  });
+  if (!verdict.ok) {
+    fail(x, { type: 'invalid_signature' });
+    return;
+  }
+  // 2. options (404 without a source marker)
+  const parsed = parseRoute(split.rest);
+  if (!parsed.ok) {
+    if (parsed.error === 'not_found') fail(x, { type: 'not_found', scope: 'route' });
+    else fail(x, { type: 'invalid_options', message: parsed.message });
+    return;
+  }
+  const nowS = Math.floor(services.nowMs() / 1000);
+  // 3. expiry
+  const exp = parsed.endpoint === 'render' ? parsed.request.exp : undefined;
+  if (isExpired(exp, nowS)) {
+    fail(x, { type: 'expired' });
+    return;
+  }
+  // 4. source parse and authorisation
+  const src = parseSource(parsed.source);
+  if (!src.ok) {
+    fail(x, { type: 'not_found' });
+    return;
+  }
+  const authorised = await authorizeSource(src.source, {
+    allowlist: config.sourceAllowlist,
+    localRoot: config.localRoot,
+  });
+  if (!authorised.ok) {
+    fail(x, { type: 'not_found' });
+    return;
+  }
+  if (parsed.endpoint === 'info') {
+    x.endpoint = 'info';
+    await info(x, config, services, src.source, src.canonical);
+    return;
+  }
+  x.endpoint = 'render';
+  const key = cacheKey(parsed.normalized, src.canonical);
+  const etag = etagOf(key);
+  const cacheControl = clampCacheControl(IMMUTABLE_CACHE_CONTROL, exp, nowS);
+  const successHeaders: Record<string, string> = {
+    'content-type': contentTypeFor(parsed.options),
+    'cache-control': cacheControl,
+    etag,
+  };
+  if (parsed.options.download !== undefined) {
+    successHeaders['content-disposition'] = contentDisposition(parsed.options.download);
+  }
+  // 5. conditional request: before any storage access
+  const inm = x.req.headers['if-none-match'];
+  if (typeof inm === 'string' && ifNoneMatchMatches(inm, etag)) {
+    x.res.writeHead(304, { etag, 'cache-control': cacheControl, ...x.cors });
+    x.res.end();
+    return;
+  }
+  // 6. (variant store HIT: the store's seam) 7. HEAD describes a MISS and stops
+  // 8. stat
+  const resolved = await resolveSource(config, services, src.source, src.canonical, true);
+  if ('failure' in resolved) {
+    fail(x, resolved.failure);
+    return;
+  }
+  if (x.head) {
+    x.res.writeHead(200, { ...successHeaders, 'x-audio-proxy': 'MISS', ...x.cors });
+    x.res.end();
+    return;
+  }
+  // 9. probe gate
+  const probe = await services.probe(resolved);
+  if (!probe.ok) {
+    fail(x, probe.failure);
+    return;
+  }
+  // 10. slot and stream
+  await deliver(
+    x,
+    config,
+    services,
+    { key, options: parsed.options, source: resolved },
+    successHeaders,
+  );
+}
+
+async function resolveSource(
+  config: Config,
+  services: HandlerServices,
+  source: Source,
+  canonical: string,
+  enforceSize: boolean,
+): Promise<ResolvedSource | { failure: Failure }> {
+  if (source.scheme === 'local') {
+    const r = await resolveLocal(
+      config.localRoot,
+      source.path,
+      enforceSize ? { maxSrcBytes: config.maxSrcBytes } : {},
+    );
+    if (!r.ok)
+      return {
+        failure: { type: r.reason === 'source_too_large' ? 'source_too_large' : 'not_found' },
+      };
+    return {
+      source,
+      canonical,
+      input: { url: r.path, kind: 'local' },
+      size: r.size,
+      mtimeMs: r.mtimeMs,
+    };
+  }
+  if (!services.resolveRemote) return { failure: { type: 'not_found' } };
+  return services.resolveRemote(source, canonical);
+}
+
+async function info(
+  x: Exchange,
+  config: Config,
+  services: HandlerServices,
+  source: Source,
+  canonical: string,
+) {
+  const resolved = await resolveSource(config, services, source, canonical, false);
+  if ('failure' in resolved) {
+    fail(x, resolved.failure);
+    return;
+  }
+  const material =
+    resolved.size !== undefined && resolved.mtimeMs !== undefined
+      ? localEtagMaterial(resolved.size, resolved.mtimeMs)
+      : undefined;
+  const headers: Record<string, string> = {
+    'content-type': 'application/json; charset=utf-8',
+    'cache-control': material ? INFO_CACHE_CONTROL : INFO_CACHE_CONTROL_NO_ETAG,
+  };
+  if (material) headers.etag = infoEtag(canonical, material);
+  const inm = x.req.headers['if-none-match'];
+  if (headers.etag && typeof inm === 'string' && ifNoneMatchMatches(inm, headers.etag)) {
+    x.res.writeHead(304, {
+      etag: headers.etag,
+      'cache-control': headers['cache-control']!,
+      ...x.cors,
+    });
+    x.res.end();
+    return;
+  }
+  if (x.head) {
+    x.res.writeHead(200, { ...headers, ...x.cors });
+    x.res.end();
+    return;
+  }
+  const probe = await services.probe(resolved);
+  if (!probe.ok) {
+    fail(x, probe.failure);
+    return;
+  }
+  const body = { ...probe.info };
+  if (resolved.size !== undefined) body.size = resolved.size;
+  send(x, 200, headers, json(body));
+}
+
+/** Failure class from the render pipeline → the error table. */
+export function renderFailureToHttp(failure: RenderFailure): Failure {
+  switch (failure.class) {
+    case 'not_found':
+      return { type: 'not_found' };
+    case 'undecodable':
+      return { type: 'undecodable_source' };
+    case 'timeout':
+      return { type: 'render_timeout' };
+    case 'queue_full':
+      return { type: 'queue_full', retryAfterS: Math.max(1, failure.retryAfterS ?? 1) };
+    default:
+      return { type: 'render_failed' };
+  }
+}
+
+type Phase = 'slot' | 'render' | 'streaming';
+
+async function deliver(
+  x: Exchange,
+  config: Config,
+  services: HandlerServices,
+  request: RenderRequest,
+  headers: Record<string, string>,
+): Promise<void> {
+  const id = `sub-${++subscriberSeq}`;
+  const { res } = x;
+  let phase: Phase = 'slot';
+  let wroteBytes = false;
+  let finished = false;
+  let coordinator: AnyActorRef | null = null;
+  let cacheStatus: 'MISS' | 'COALESCED' = 'MISS';
+  let bytes = 0;
+  const started = performance.now();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let settle!: () => void;
+  const settled = new Promise<void>((r) => {
+    settle = r;
+  });
+  const deadlineMs = config.renderTimeoutS * 1000 + CONSUMER_SLACK_MS;
+  const format = request.options.format;
+  const span = { format, source: request.source.canonical };
+
+  const finish = (
+    outcome: { ok: true; cancelled?: boolean } | { ok: false; failure: RenderFailure },
+  ) => {
+    if (finished) return;
+    finished = true;
+    clearTimeout(timer);
+    unwatch();
+    const duration = (performance.now() - started) / 1000;
+    const meta = { ...span, cache_status: cacheStatus.toLowerCase(), duration, bytes };
+    if (outcome.ok) {
+      diagnostics
+        .channel(RENDER_CHANNELS.stop)
+        .publish({ ...meta, outcome: outcome.cancelled ? 'cancelled' : 'ok' });
+    } else {
+      diagnostics.channel(RENDER_CHANNELS.exception).publish({
+        ...meta,
+        class: outcome.failure.class,
+        exit_status: outcome.failure.exitStatus ?? null,
+        detail: outcome.failure.detail ?? outcome.failure.stderrTail ?? '',
+      });
+    }
+    settle();
+  };
+
+  const startStreaming = () => {
+    if (res.headersSent) return;
+    res.writeHead(200, { ...headers, 'x-audio-proxy': cacheStatus, ...x.cors });
+    phase = 'streaming';
+  };
+
+  const write = (data: Buffer) => {
+    if (finished || data.length === 0) return;
+    startStreaming();
+    wroteBytes = true;
+    bytes += data.length;
+    res.write(data);
+  };
+
+  const failBeforeOrTearDown = (failure: RenderFailure) => {
+    if (!wroteBytes && !res.headersSent) {
+      fail(x, renderFailureToHttp(failure));
+    } else {
+      res.destroy(); // no terminating chunk: the client sees a torn stream
+    }
+    finish({ ok: false, failure });
+  };
+
+  const leave = () => {
+    if (coordinator) void services.unsubscribe(coordinator, id);
+  };
+
+  const arm = () => {
+    clearTimeout(timer);
+    timer = setTimeout(onDeadline, deadlineMs);
+  };
+
+  const onDeadline = () => {
+    if (finished) return;
+    leave();
+    if (phase === 'slot') {
+      void services.retryAfterS().then((retryAfterS) => {
+        if (finished) return;
+        fail(x, { type: 'queue_full', retryAfterS });
+        finish({ ok: false, failure: { class: 'queue_full', retryAfterS } });
+      });
+    } else if (phase === 'render') {
+      failBeforeOrTearDown({ class: 'timeout', detail: 'no output before the consumer deadline' });
+    } else {
+      res.destroy();
+      finish({ ok: false, failure: { class: 'timeout', detail: 'stream went silent' } });
+    }
+  };
+
+  // Messages that arrive before the subscribe outcome (and its backlog) has been handled are
+  // held and replayed after the backlog, so the seam has no gap and no reordering.
+  let early: SubscriberMessage[] | null = [];
+  const onMessage = (message: SubscriberMessage) => {
+    if (early) {
+      early.push(message);
+      return;
+    }
+    if (finished) return;
+    arm();
+    switch (message.type) {
+      case 'rendering':
+        if (phase === 'slot') phase = 'render';
+        return;
+      case 'chunk':
+        write(message.data);
+        return;
+      case 'done':
+        startStreaming();
+        res.end();
+        finish({ ok: true });
+        return;
+      case 'error':
+        failBeforeOrTearDown(message.failure);
+        return;
+    }
+  };
+
+  // The client leaving at any point is a `gone` for the coordinator (once we have one).
+  let clientGone = false;
+  const unwatch = watch(res, (reason: GoneReason) => {
+    if (finished && reason.type === 'closed' && res.writableFinished) return;
+    clientGone = true;
+    leave();
+    finish({ ok: true, cancelled: true });
+  });
+
+  arm();
+  const outcome = await services.subscribe(request, id, onMessage);
+  if (outcome.type === 'failed') {
+    early = null;
+    if (!finished) failBeforeOrTearDown(outcome.failure);
+    return settled;
+  }
+  coordinator = outcome.coordinator;
+  cacheStatus = outcome.type === 'miss' ? 'MISS' : 'COALESCED';
+  if (clientGone) {
+    early = null;
+    leave();
+    return settled;
+  }
+  diagnostics.channel(RENDER_CHANNELS.cacheLookup).publish({ status: outcome.type, format });
+  diagnostics.channel(RENDER_CHANNELS.start).publish({ ...span, cache_status: outcome.type });
+  if (outcome.state !== 'queued') phase = 'render';
+  if (outcome.backlog.length > 0) write(Buffer.concat(outcome.backlog as Buffer[]));
+  const held = early;
+  early = null;
+  for (const message of held) onMessage(message);
+  return settled;
+}

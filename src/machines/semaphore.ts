@@ -1,0 +1,564 @@
+/**
+ * The render-slot budget: at most `capacity` encoders at once and at most `queueSize` waiting
+ * behind them. Every request is answered in the step that receives it; waiters are granted
+ * only by the step that frees a slot, so no handler ever waits for anything.
+ *
+ * ## Invariants
+ * - **held <= capacity**, unless capacity was lowered: then nothing is granted until it drains.
+ * - **waiters <= queueSize**, and the class FIFOs hold exactly the waiters, each once.
+ * - **An id is in at most one place**: holding, waiting, or unknown. Asking again: `already_held`.
+ * - **A freed slot goes to the oldest waiter of the highest non-empty class**; a caller naming
+ *   no class is `interactive`, so traffic without classes is plain FIFO.
+ * - **`interactive` is never displaced**; a full queue gives an arrival the place of the newest
+ *   waiter of the lowest class strictly below its own, or refuses it.
+ * - **held/queued in every telemetry event are the values after that event.**
+ *
+ * ## Races
+ * - *Capacity raised while waiters queue*: a request first grants what the new limit owes the
+ *   waiters (`slotsOwed`), then is reconsidered, so an arrival never overtakes them.
+ * - *Grant after the caller gave up*: the client releases, then drops what its inbox got
+ *   (`actors/semaphoreClient.ts`); releasing a holder frees the slot, so none leaks.
+ * - *Holder or waiter goes away*: `gone` takes the same branches as `release`; a displaced or
+ *   released id is unknown afterwards, so a late `gone` for it changes nothing.
+ *
+ * ## The table is mutable, and that is safe
+ * Holders and waiters live in a `SlotTable`: two maps plus one doubly linked FIFO per class,
+ * so enqueue, grant, displacement and removal are O(1) and no event copies the queue. Each step
+ * is one `enqueueActions` that mutates the table and queues that step's emits: the actor is the
+ * table's only writer and handles one event at a time. Consequences: pure `transition()` tests
+ * must clone first (`cloneSemaphoreSnapshot`), as the input snapshot's table is mutated; the
+ * snapshot object is reused between events and is not persistable.
+ *
+ * ## Events (emitted `telemetry`; published by `telemetry/channels.ts`)
+ * | Event | Measurements besides held, queued, queued_<class> | When |
+ * |---|---|---|
+ * | `acquired` | `wait` (ms, 0 if immediate) | a slot was taken, at once or after queueing |
+ * | `queued` | — | a caller joined the wait queue |
+ * | `rejected` | `retry_after` (s, the value answered) | the queue was full |
+ * | `released` | `duration` (ms held) | a holder gave its slot back or went away |
+ * | `abandoned` | — | a waiter left before its turn |
+ * | `displaced` | `retry_after` (s, told to the victim) | a waiter lost its place to a higher class |
+ * Metadata is `{ capacity, queueSize, class }`; `class` is whoever the event is about.
+ */
+import { type AnyActorRef, enqueueActions, setup } from 'xstate';
+import type { CallEnvelope, NotifyEvent, ReplyEvent } from '../actors/call.js';
+
+/** Admission classes, highest first. The order is the ranking. */
+export const ADMISSION_CLASSES = ['interactive', 'high', 'normal', 'low'] as const;
+export type AdmissionClass = (typeof ADMISSION_CLASSES)[number];
+
+/** Slot-hold durations averaged for Retry-After: smooths one outlier, still tracks a change. */
+export const HOLD_SAMPLES = 20;
+/** Stands in for the average until a hold completes: a small wrong hint beats none. */
+export const DEFAULT_HOLD_MS = 2_000;
+/** `AP_RENDER_TIMEOUT`'s default: caps Retry-After when neither pinned nor provided. */
+export const DEFAULT_RENDER_TIMEOUT_S = 300;
+
+/** What the config provider answers. Read on every operation, never cached. */
+export interface SemaphoreLimits {
+  readonly capacity: number;
+  readonly queueSize: number;
+  readonly renderTimeoutS: number;
+}
+
+export interface SemaphoreInput {
+  /** Pins the slot count (tests); otherwise `limits().capacity` is read per operation. */
+  readonly capacity?: number;
+  /** Pins the queue bound (tests); otherwise `limits().queueSize` is read per operation. */
+  readonly queueSize?: number;
+  /** Pins the Retry-After ceiling (s); otherwise `limits().renderTimeoutS`. @default 300 */
+  readonly renderTimeoutS?: number;
+  /** The config provider. Required unless capacity and queueSize are both pinned. */
+  readonly limits?: () => SemaphoreLimits;
+  /** Monotonic milliseconds. @default performance.now */
+  readonly now?: () => number;
+}
+
+export type RequestOutcome =
+  | { readonly type: 'granted' }
+  | { readonly type: 'queued' }
+  | { readonly type: 'queue_full'; readonly retryAfterS: number }
+  | { readonly type: 'already_held' };
+
+/** Sent later, through `notify`, to a participant that was told `queued`. */
+export type WaiterMessage =
+  | { readonly type: 'granted' }
+  | { readonly type: 'displaced'; readonly retryAfterS: number };
+
+export interface SemaphoreStats {
+  readonly held: number;
+  readonly queued: number;
+  readonly capacity: number;
+  readonly queueSize: number;
+  readonly queuedByClass: Readonly<Record<AdmissionClass, number>>;
+}
+
+export type SemaphoreEvent =
+  | ({ type: 'request'; id: string; class?: AdmissionClass } & CallEnvelope)
+  | ({ type: 'release'; id: string } & CallEnvelope)
+  | { type: 'gone'; id: string; reason?: unknown }
+  | ({ type: 'retryAfter' } & CallEnvelope)
+  | ({ type: 'stats' } & CallEnvelope);
+
+export type SemaphoreTelemetryName =
+  | 'acquired'
+  | 'queued'
+  | 'rejected'
+  | 'released'
+  | 'abandoned'
+  | 'displaced';
+
+export interface SemaphoreMeasurements {
+  held: number;
+  queued: number;
+  queued_interactive: number;
+  queued_high: number;
+  queued_normal: number;
+  queued_low: number;
+  wait?: number;
+  retry_after?: number;
+  duration?: number;
+}
+
+export interface SemaphoreTelemetry {
+  readonly type: 'telemetry';
+  readonly event: SemaphoreTelemetryName;
+  readonly measurements: Readonly<SemaphoreMeasurements>;
+  readonly metadata: {
+    readonly capacity: number;
+    readonly queueSize: number;
+    readonly class: AdmissionClass;
+  };
+}
+
+export type SemaphoreEmitted =
+  | ReplyEvent<unknown>
+  | NotifyEvent<WaiterMessage>
+  | SemaphoreTelemetry;
+
+const RANK: Readonly<Record<string, number>> = { interactive: 0, high: 1, normal: 2, low: 3 };
+const INTERACTIVE = 0;
+const LOWEST = ADMISSION_CLASSES.length - 1;
+
+/** One participant: a waiter linked into its class FIFO, then (same object) a holder. */
+export interface Slot {
+  readonly id: string;
+  readonly rank: number;
+  /** When it asked; equal to `grantedAt` for an immediate grant. */
+  readonly queuedAt: number;
+  grantedAt: number;
+  prev: Slot | undefined;
+  next: Slot | undefined;
+}
+
+/** Holders and waiters, mutated in place by the machine's steps only; see the header. */
+export class SlotTable {
+  readonly holders = new Map<string, Slot>();
+  readonly waiters = new Map<string, Slot>();
+  /** Oldest waiter of each class, indexed by rank. */
+  readonly heads: (Slot | undefined)[] = [undefined, undefined, undefined, undefined];
+  /** Newest waiter of each class, indexed by rank. */
+  readonly tails: (Slot | undefined)[] = [undefined, undefined, undefined, undefined];
+  readonly depths: number[] = [0, 0, 0, 0];
+  /** Ring of the last `HOLD_SAMPLES` hold durations (ms). */
+  readonly samples = new Float64Array(HOLD_SAMPLES);
+  sampleCount = 0;
+  sampleNext = 0;
+
+  /** Appends a waiter to its class FIFO. */
+  enqueue(slot: Slot): void {
+    const tail = this.tails[slot.rank];
+    slot.prev = tail;
+    slot.next = undefined;
+    if (tail) tail.next = slot;
+    else this.heads[slot.rank] = slot;
+    this.tails[slot.rank] = slot;
+    this.depths[slot.rank]!++;
+    this.waiters.set(slot.id, slot);
+  }
+
+  /** Unlinks a waiter wherever it sits in its FIFO: O(1), and no tombstone is left. */
+  unlink(slot: Slot): void {
+    if (slot.prev) slot.prev.next = slot.next;
+    else this.heads[slot.rank] = slot.next;
+    if (slot.next) slot.next.prev = slot.prev;
+    else this.tails[slot.rank] = slot.prev;
+    slot.prev = slot.next = undefined;
+    this.depths[slot.rank]!--;
+    this.waiters.delete(slot.id);
+  }
+
+  /** The oldest waiter of the highest non-empty class. */
+  nextWaiter(): Slot | undefined {
+    for (let rank = INTERACTIVE; rank <= LOWEST; rank++) {
+      const head = this.heads[rank];
+      if (head) return head;
+    }
+    return undefined;
+  }
+
+  /** The newest waiter of the lowest class strictly below `rank`; never an interactive one. */
+  victimFor(rank: number): Slot | undefined {
+    for (let candidate = LOWEST; candidate > rank && candidate > INTERACTIVE; candidate--) {
+      const tail = this.tails[candidate];
+      if (tail) return tail;
+    }
+    return undefined;
+  }
+
+  recordHold(ms: number): void {
+    this.samples[this.sampleNext] = ms;
+    this.sampleNext = (this.sampleNext + 1) % HOLD_SAMPLES;
+    if (this.sampleCount < HOLD_SAMPLES) this.sampleCount++;
+  }
+
+  averageHoldMs(): number {
+    if (this.sampleCount === 0) return DEFAULT_HOLD_MS;
+    let sum = 0;
+    for (let i = 0; i < this.sampleCount; i++) sum += this.samples[i]!;
+    return sum / this.sampleCount;
+  }
+
+  /** Waiter ids in grant order, walking the FIFOs (O(queue); tests and debugging). */
+  queueOrder(): string[] {
+    const ids: string[] = [];
+    for (let rank = INTERACTIVE; rank <= LOWEST; rank++) {
+      for (let slot = this.heads[rank]; slot; slot = slot.next) ids.push(slot.id);
+    }
+    return ids;
+  }
+
+  /** A deep copy, for a pure `transition()` test to consume instead of the original. */
+  clone(): SlotTable {
+    const copy = new SlotTable();
+    for (const [id, slot] of this.holders) copy.holders.set(id, { ...slot });
+    for (let rank = INTERACTIVE; rank <= LOWEST; rank++) {
+      for (let slot = this.heads[rank]; slot; slot = slot.next) copy.enqueue({ ...slot });
+    }
+    copy.samples.set(this.samples);
+    copy.sampleCount = this.sampleCount;
+    copy.sampleNext = this.sampleNext;
+    return copy;
+  }
+}
+
+/** Where limits and time come from: fixed at start; the provider inside is read per use. */
+export interface SemaphoreConfig {
+  readonly pinned: Partial<SemaphoreLimits>;
+  readonly limits: (() => SemaphoreLimits) | undefined;
+  readonly now: () => number;
+}
+
+export interface SemaphoreContext {
+  readonly table: SlotTable;
+  readonly config: SemaphoreConfig;
+}
+
+/** The limits in force for this operation: pinned values win over the provider's. */
+export function limitsOf({ pinned, limits }: SemaphoreConfig): SemaphoreLimits {
+  if (limits === undefined) {
+    return {
+      capacity: pinned.capacity!,
+      queueSize: pinned.queueSize!,
+      renderTimeoutS: pinned.renderTimeoutS ?? DEFAULT_RENDER_TIMEOUT_S,
+    };
+  }
+  const read = limits();
+  return {
+    capacity: pinned.capacity ?? read.capacity,
+    queueSize: pinned.queueSize ?? read.queueSize,
+    renderTimeoutS: pinned.renderTimeoutS ?? read.renderTimeoutS,
+  };
+}
+
+const capacityOf = (config: SemaphoreConfig): number =>
+  config.pinned.capacity ?? config.limits!().capacity;
+const queueSizeOf = (config: SemaphoreConfig): number =>
+  config.pinned.queueSize ?? config.limits!().queueSize;
+
+/**
+ * Seconds to come back after: mean hold × (depth + 1) ÷ capacity, rounded up, clamped to
+ * [1, render timeout]. `depth + 1` counts the caller being told: every waiter is ahead of it.
+ */
+export function estimateRetryAfterS(table: SlotTable, limits: SemaphoreLimits): number {
+  const seconds = Math.ceil(
+    (table.averageHoldMs() * (table.waiters.size + 1)) / Math.max(1, limits.capacity) / 1_000,
+  );
+  return Math.min(Math.max(seconds, 1), limits.renderTimeoutS);
+}
+
+/** One telemetry event, with the table's counts as they are now (after the change). */
+function telemetry(
+  table: SlotTable,
+  limits: SemaphoreLimits,
+  event: SemaphoreTelemetryName,
+  rank: number,
+): {
+  type: 'telemetry';
+  event: SemaphoreTelemetryName;
+  measurements: SemaphoreMeasurements;
+  metadata: SemaphoreTelemetry['metadata'];
+} {
+  const depths = table.depths;
+  return {
+    type: 'telemetry',
+    event,
+    measurements: {
+      held: table.holders.size,
+      queued: table.waiters.size,
+      queued_interactive: depths[0]!,
+      queued_high: depths[1]!,
+      queued_normal: depths[2]!,
+      queued_low: depths[3]!,
+    },
+    metadata: {
+      capacity: limits.capacity,
+      queueSize: limits.queueSize,
+      class: ADMISSION_CLASSES[rank]!,
+    },
+  };
+}
+
+type RequestEvent = Extract<SemaphoreEvent, { type: 'request' }>;
+type IdEvent = Extract<SemaphoreEvent, { id: string }>;
+type Addressed = { readonly callId?: number; readonly replyTo?: AnyActorRef };
+
+/** What a step hands XState: its emits, in order, and (for a call) one reply. */
+export interface Outbox<E = SemaphoreEmitted> {
+  emit(event: E): void;
+  sendTo(target: AnyActorRef, event: ReplyEvent<unknown>): void;
+}
+
+/**
+ * Answers a call the way `actors/call.ts` specifies: `sendTo(replyTo)` when the caller is an
+ * actor, an emitted `reply` otherwise, nothing for a cast. Written here rather than taken from
+ * `reply()` so that a step queues its reply in the same `enqueueActions` as its other emits
+ * (one action per step instead of two; the probe limiter shares it).
+ */
+export function answer(out: Outbox<ReplyEvent<unknown>>, event: object, payload: unknown): void {
+  const { callId, replyTo } = event as Addressed;
+  if (callId === undefined) return;
+  const message: ReplyEvent<unknown> = { type: 'reply', callId, payload };
+  if (replyTo) out.sendTo(replyTo, message);
+  else out.emit(message);
+}
+
+const GRANTED: RequestOutcome = Object.freeze({ type: 'granted' });
+const QUEUED: RequestOutcome = Object.freeze({ type: 'queued' });
+const ALREADY_HELD: RequestOutcome = Object.freeze({ type: 'already_held' });
+const OK = Object.freeze({ type: 'ok' as const });
+const GRANT_MESSAGE: WaiterMessage = Object.freeze({ type: 'granted' });
+
+function rankOf(event: RequestEvent): number {
+  if (event.class === undefined) return INTERACTIVE;
+  const rank = RANK[event.class];
+  // The client throws on an unknown class before sending; one arriving here is a caller's bug.
+  if (rank === undefined) throw new TypeError(`unknown admission class ${String(event.class)}`);
+  return rank;
+}
+
+function newSlot(id: string, rank: number, now: number): Slot {
+  return { id, rank, queuedAt: now, grantedAt: now, prev: undefined, next: undefined };
+}
+
+/**
+ * Grant-next: while a slot is free and someone waits, the oldest waiter of the highest class
+ * becomes a holder and is told so. Usually one grant; several when capacity was raised.
+ */
+function grantWaiters(out: Outbox, { table, config }: SemaphoreContext): void {
+  for (;;) {
+    const limits = limitsOf(config);
+    if (table.holders.size >= limits.capacity) return;
+    const slot = table.nextWaiter();
+    if (slot === undefined) return;
+    table.unlink(slot);
+    slot.grantedAt = config.now();
+    table.holders.set(slot.id, slot);
+    out.emit({ type: 'notify', to: slot.id, message: GRANT_MESSAGE });
+    const acquired = telemetry(table, limits, 'acquired', slot.rank);
+    acquired.measurements.wait = slot.grantedAt - slot.queuedAt;
+    out.emit(acquired);
+  }
+}
+
+function enqueueWaiter(out: Outbox, { table, config }: SemaphoreContext, event: RequestEvent) {
+  const slot = newSlot(event.id, rankOf(event), config.now());
+  table.enqueue(slot);
+  out.emit(telemetry(table, limitsOf(config), 'queued', slot.rank));
+  answer(out, event, QUEUED);
+}
+
+/** Removes a holder (release or gone), records its hold, and grants what that frees. */
+function releaseHolder(out: Outbox, context: SemaphoreContext, event: IdEvent): void {
+  const { table, config } = context;
+  const slot = table.holders.get(event.id)!;
+  table.holders.delete(slot.id);
+  const duration = config.now() - slot.grantedAt;
+  table.recordHold(duration);
+  const released = telemetry(table, limitsOf(config), 'released', slot.rank);
+  released.measurements.duration = duration;
+  out.emit(released);
+  grantWaiters(out, context);
+  answer(out, event, OK);
+}
+
+/** Removes a waiter from its FIFO (release or gone). Nothing is granted: no slot was freed. */
+function dropWaiter(out: Outbox, { table, config }: SemaphoreContext, event: IdEvent): void {
+  const slot = table.waiters.get(event.id)!;
+  table.unlink(slot);
+  out.emit(telemetry(table, limitsOf(config), 'abandoned', slot.rank));
+  answer(out, event, OK);
+}
+
+export const semaphoreMachine = setup({
+  types: {
+    context: {} as SemaphoreContext,
+    events: {} as SemaphoreEvent,
+    input: {} as SemaphoreInput,
+    emitted: {} as SemaphoreEmitted,
+  },
+  guards: {
+    isKnown: ({ context, event }) => {
+      const { id } = event as IdEvent;
+      return context.table.holders.has(id) || context.table.waiters.has(id);
+    },
+    isHolder: ({ context, event }) => context.table.holders.has((event as IdEvent).id),
+    isWaiter: ({ context, event }) => context.table.waiters.has((event as IdEvent).id),
+    /** A raised capacity left slots free while waiters queue. */
+    slotsOwed: ({ context: { table, config } }) =>
+      table.waiters.size > 0 && table.holders.size < capacityOf(config),
+    slotFree: ({ context: { table, config } }) => table.holders.size < capacityOf(config),
+    queueHasRoom: ({ context: { table, config } }) => table.waiters.size < queueSizeOf(config),
+    outranksAWaiter: ({ context, event }) =>
+      context.table.victimFor(rankOf(event as RequestEvent)) !== undefined,
+  },
+  actions: {
+    answerAlreadyHeld: enqueueActions(({ event, enqueue }) => answer(enqueue, event, ALREADY_HELD)),
+    /** Serves the waiters first, then handles the same request again. */
+    grantOwedThenReconsider: enqueueActions(({ context, event, enqueue }) => {
+      grantWaiters(enqueue, context);
+      enqueue.raise(event);
+    }),
+    grant: enqueueActions(({ context: { table, config }, event, enqueue }) => {
+      const { id } = event as RequestEvent;
+      const slot = newSlot(id, rankOf(event as RequestEvent), config.now());
+      table.holders.set(id, slot);
+      const acquired = telemetry(table, limitsOf(config), 'acquired', slot.rank);
+      acquired.measurements.wait = 0;
+      enqueue.emit(acquired);
+      answer(enqueue, event, GRANTED);
+    }),
+    enqueue: enqueueActions(({ context, event, enqueue }) =>
+      enqueueWaiter(enqueue, context, event as RequestEvent),
+    ),
+    /** The victim's Retry-After counts the queue after it left, before the arrival joins. */
+    displaceAndEnqueue: enqueueActions(({ context, event, enqueue }) => {
+      const { table, config } = context;
+      const limits = limitsOf(config);
+      const victim = table.victimFor(rankOf(event as RequestEvent))!;
+      table.unlink(victim);
+      const retryAfterS = estimateRetryAfterS(table, limits);
+      enqueue.emit({
+        type: 'notify',
+        to: victim.id,
+        message: { type: 'displaced', retryAfterS },
+      });
+      const displaced = telemetry(table, limits, 'displaced', victim.rank);
+      displaced.measurements.retry_after = retryAfterS;
+      enqueue.emit(displaced);
+      enqueueWaiter(enqueue, context, event as RequestEvent);
+    }),
+    refuse: enqueueActions(({ context: { table, config }, event, enqueue }) => {
+      const limits = limitsOf(config);
+      const retryAfterS = estimateRetryAfterS(table, limits);
+      const rejected = telemetry(table, limits, 'rejected', rankOf(event as RequestEvent));
+      rejected.measurements.retry_after = retryAfterS;
+      enqueue.emit(rejected);
+      answer(enqueue, event, { type: 'queue_full', retryAfterS });
+    }),
+    releaseHolder: enqueueActions(({ context, event, enqueue }) =>
+      releaseHolder(enqueue, context, event as IdEvent),
+    ),
+    dropWaiter: enqueueActions(({ context, event, enqueue }) =>
+      dropWaiter(enqueue, context, event as IdEvent),
+    ),
+    answerOk: enqueueActions(({ event, enqueue }) => answer(enqueue, event, OK)),
+    answerRetryAfter: enqueueActions(({ context, event, enqueue }) =>
+      answer(enqueue, event, estimateRetryAfterS(context.table, limitsOf(context.config))),
+    ),
+    answerStats: enqueueActions(({ context: { table, config }, event, enqueue }) => {
+      const limits = limitsOf(config);
+      const [interactive, high, normal, low] = table.depths as [number, number, number, number];
+      const stats: SemaphoreStats = {
+        held: table.holders.size,
+        queued: table.waiters.size,
+        capacity: limits.capacity,
+        queueSize: limits.queueSize,
+        queuedByClass: { interactive, high, normal, low },
+      };
+      answer(enqueue, event, stats);
+    }),
+  },
+}).createMachine({
+  id: 'semaphore',
+  context: ({ input }) => contextFrom(input),
+  initial: 'serving',
+  states: {
+    // One flat state: nothing here ever waits, so there is nothing else to be in.
+    serving: {
+      on: {
+        request: [
+          { guard: 'isKnown', actions: 'answerAlreadyHeld' },
+          { guard: 'slotsOwed', actions: 'grantOwedThenReconsider' },
+          { guard: 'slotFree', actions: 'grant' },
+          { guard: 'queueHasRoom', actions: 'enqueue' },
+          { guard: 'outranksAWaiter', actions: 'displaceAndEnqueue' },
+          { actions: 'refuse' },
+        ],
+        release: [
+          { guard: 'isHolder', actions: 'releaseHolder' },
+          { guard: 'isWaiter', actions: 'dropWaiter' },
+          { actions: 'answerOk' },
+        ],
+        gone: [
+          { guard: 'isHolder', actions: 'releaseHolder' },
+          { guard: 'isWaiter', actions: 'dropWaiter' },
+        ],
+        retryAfter: { actions: 'answerRetryAfter' },
+        stats: { actions: 'answerStats' },
+      },
+    },
+  },
+});
+
+function contextFrom(input: SemaphoreInput): SemaphoreContext {
+  const { capacity, queueSize, renderTimeoutS, limits } = input;
+  if (capacity !== undefined && !(Number.isInteger(capacity) && capacity > 0)) {
+    throw new RangeError(`capacity must be a positive integer, got ${capacity}`);
+  }
+  if (queueSize !== undefined && !(Number.isInteger(queueSize) && queueSize >= 0)) {
+    throw new RangeError(`queueSize must be an integer >= 0, got ${queueSize}`);
+  }
+  if (renderTimeoutS !== undefined && !(Number.isInteger(renderTimeoutS) && renderTimeoutS > 0)) {
+    throw new RangeError(`renderTimeoutS must be a positive integer, got ${renderTimeoutS}`);
+  }
+  if (limits === undefined && (capacity === undefined || queueSize === undefined)) {
+    throw new TypeError('semaphoreMachine needs `limits`, or both `capacity` and `queueSize`');
+  }
+  const pinned: Partial<SemaphoreLimits> = {};
+  if (capacity !== undefined) Object.assign(pinned, { capacity });
+  if (queueSize !== undefined) Object.assign(pinned, { queueSize });
+  if (renderTimeoutS !== undefined) Object.assign(pinned, { renderTimeoutS });
+  return {
+    table: new SlotTable(),
+    config: { pinned, limits, now: input.now ?? (() => performance.now()) },
+  };
+}
+
+/** The same snapshot over a deep copy of its table: feed this to `transition()`. */
+export function cloneSemaphoreSnapshot<S extends { context: SemaphoreContext }>(snapshot: S): S {
+  return {
+    ...snapshot,
+    context: { ...snapshot.context, table: snapshot.context.table.clone() },
+  };
+}

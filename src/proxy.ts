@@ -1,0 +1,365 @@
+/**
+ * `createAudioProxy(config)`: the whole system, assembled in the order its parts depend on each
+ * other and stopped in reverse.
+ *
+ * Start order (each later part may use every earlier one):
+ *  1. semaphore and probe limiter: coordinators release into them from their own stop paths,
+ *     so they must outlive every coordinator;
+ *  2. metrics and readiness: the first accepted connection may be a scrape or a `/ready`;
+ *  3. worker pools: renders and probes run in them;
+ *  4. the probe and render services (registries and coordinators);
+ *  5. the listeners, last: every consumer exists before the first connection.
+ *
+ * Shutdown runs the list backwards: listeners stop accepting, coordinators cancel their renders
+ * (each answers only after ffmpeg is dead and its slot released), pools drain and close, and the
+ * semaphore goes last.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from 'pino';
+import { type Actor, type AnyActorRef, createActor, fromPromise } from 'xstate';
+import { call } from './actors/call.js';
+import { type ProbeResult, ProbeService } from './actors/probeService.js';
+import { RenderService } from './actors/renderService.js';
+import {
+  retryAfter as semaphoreRetryAfter,
+  stats as semaphoreStats,
+} from './actors/semaphoreClient.js';
+import { createSystem } from './actors/system.js';
+import { type Config, type ConfigProvider, staticConfig } from './config.js';
+import { errorResponse } from './http/errors.js';
+import { createHandler, type RenderRequest, type ResolvedSource } from './http/handler.js';
+import { probeLimiterMachine } from './machines/probeLimiter.js';
+import { type ReadinessReply, readinessMachine } from './machines/readiness.js';
+import { renderMachine } from './machines/render.js';
+import { semaphoreMachine } from './machines/semaphore.js';
+import { PROBE_LIMITER_PREFIX, publishTelemetry, SEMAPHORE_PREFIX } from './telemetry/channels.js';
+import { attachRenderLog, createLogger } from './telemetry/logger.js';
+import { Metrics } from './telemetry/metrics.js';
+import { buildPeaksDecodeArgv, buildRenderArgv } from './workers/argv.js';
+import { type ResolvedExecutable, resolveFfmpeg, resolveFfprobe } from './workers/ffmpegPath.js';
+import { createWorkerPool, type WorkerPool } from './workers/pool.js';
+import { buildProbeArgv, infoBody, parseProbe, probeVerdict } from './workers/probe.js';
+import { runProbe } from './workers/renderClient.js';
+
+/** Readiness reads the semaphore's depth with this deadline; a slow read counts as depth 0. */
+export const READINESS_DEPTH_TIMEOUT_MS = 1_000;
+
+export const VERSION = '0.1.0';
+
+export interface AudioProxyOptions {
+  /** A loaded config, or a provider (tests change limits through a mutable one). */
+  readonly config: Config | ConfigProvider;
+  /** @default a pino logger at the config's level */
+  readonly logger?: Logger;
+  /** Wall clock in ms (URL expiry). @default Date.now */
+  readonly now?: () => number;
+}
+
+export interface AudioProxy {
+  /** The public listener's handler, for embedding in any node:http-compatible server. */
+  readonly handler: (req: IncomingMessage, res: ServerResponse) => Promise<void>;
+  /** The metrics listener's handler (`/metrics` only). */
+  readonly metricsHandler: (req: IncomingMessage, res: ServerResponse) => Promise<void>;
+  /** Starts both listeners; resolves with their bound addresses. */
+  listen(options?: {
+    host?: string;
+    port?: number;
+    metricsHost?: string;
+    metricsPort?: number;
+  }): Promise<{
+    url: string;
+    metricsUrl: string;
+  }>;
+  /** Stops accepting, cancels renders, drains pools; resolves when nothing is left running. */
+  close(): Promise<void>;
+  /** The live actors, for inspection and tests. */
+  readonly actors: {
+    readonly semaphore: Actor<typeof semaphoreMachine>;
+    readonly probeLimiter: Actor<typeof probeLimiterMachine>;
+    readonly readiness: Actor<typeof readinessMachine>;
+  };
+  readonly renders: RenderService;
+  readonly probes: ProbeService;
+  readonly pools: { readonly render: WorkerPool; readonly probe: WorkerPool };
+  readonly metrics: Metrics;
+  readonly ffmpeg: ResolvedExecutable;
+  readonly ffprobe: ResolvedExecutable;
+}
+
+function isProvider(c: Config | ConfigProvider): c is ConfigProvider {
+  return typeof (c as ConfigProvider).get === 'function';
+}
+
+export async function createAudioProxy(options: AudioProxyOptions): Promise<AudioProxy> {
+  const provider = isProvider(options.config) ? options.config : staticConfig(options.config);
+  const boot = provider.get();
+  const logger = options.logger ?? createLogger(boot.logLevel);
+  const now = options.now ?? Date.now;
+  const ffmpeg = resolveFfmpeg({
+    env: { PATH: process.env.PATH, AP_FFMPEG_PATH: boot.ffmpegPath },
+  });
+  const ffprobe = resolveFfprobe({
+    env: { PATH: process.env.PATH, AP_FFPROBE_PATH: boot.ffprobePath },
+  });
+
+  // 1. slots
+  const semaphore = createActor(semaphoreMachine, {
+    input: {
+      limits: () => {
+        const c = provider.get();
+        return {
+          capacity: c.maxConcurrency,
+          queueSize: c.queueSize,
+          renderTimeoutS: c.renderTimeoutS,
+        };
+      },
+    },
+  });
+  const probeLimiter = createActor(probeLimiterMachine, {
+    input: { limits: () => ({ capacity: provider.get().maxProbeConcurrency }) },
+  });
+  const readiness = createActor(readinessMachine);
+
+  // 3. pools (sized to the admission capacity: the semaphore is the only queue)
+  const renderPool = createWorkerPool({ name: 'render', size: boot.maxConcurrency });
+  const probePool = createWorkerPool({ name: 'probe', size: boot.maxProbeConcurrency });
+
+  // 4. services
+  const renderLogic = renderMachine;
+  // Coordinators are supervised by the system once it exists (a chart that throws is a bug).
+  let supervise: (actor: AnyActorRef, name: string) => void = () => {};
+  const renders = new RenderService({
+    supervise: (a, n) => supervise(a, n),
+    semaphore,
+    config: provider,
+    renderLogic,
+    renderInput: (request: RenderRequest) =>
+      renderInputFor(request, provider.get(), ffmpeg.path, renderPool),
+  });
+  const probeLogic = fromPromise<ProbeResult, ResolvedSource>(async ({ input, signal }) => {
+    const c = provider.get();
+    const outcome = await runProbe(
+      probePool,
+      {
+        executable: ffprobe.path,
+        argv: buildProbeArgv(input.input),
+        timeoutMs: c.probeTimeoutS * 1000,
+      },
+      { signal },
+    );
+    if (outcome.type !== 'ok') {
+      // ffprobe refusing the bytes is a verdict about the source (415), shared like a result.
+      if (outcome.class === 'undecodable') return { ok: false, refusal: 'undecodable_source' };
+      const cls =
+        outcome.class === 'timeout'
+          ? 'probe_timeout'
+          : outcome.class === 'not_found'
+            ? 'not_found'
+            : 'probe_failed';
+      throw { class: cls, detail: outcome.stderrTail };
+    }
+    const parsed = parseProbe(outcome.stdout);
+    const verdict = probeVerdict(parsed, { requireDuration: false });
+    if (!verdict.ok) {
+      if (verdict.reason === 'render_failed')
+        throw { class: 'probe_failed', detail: 'unparseable probe output' };
+      return { ok: false, refusal: verdict.reason };
+    }
+    const media = verdict.info;
+    return {
+      ok: true,
+      info: infoBody(parsed) as Record<string, unknown>,
+      media: {
+        ...(media.sampleRate !== undefined ? { sampleRate: media.sampleRate } : {}),
+        ...(media.channels !== undefined ? { channels: media.channels } : {}),
+        ...(media.bitDepth !== undefined ? { bitDepth: media.bitDepth } : {}),
+        ...(media.duration !== undefined ? { duration: media.duration } : {}),
+      },
+    };
+  });
+  const probes = new ProbeService({
+    limiter: probeLimiter,
+    config: provider,
+    probeLogic,
+    supervise: (a, n) => supervise(a, n),
+  });
+
+  const metrics = new Metrics({
+    slots: () => semaphoreStats(semaphore, 1_000),
+    rendersRunning: () => renders.running,
+  });
+  const detachLog = attachRenderLog(logger);
+
+  const ready = async (): Promise<ReadinessReply> => {
+    const threshold = provider.get().readyQueueThreshold;
+    let queued = 0;
+    try {
+      queued = (await semaphoreStats(semaphore, READINESS_DEPTH_TIMEOUT_MS)).queued;
+    } catch {
+      queued = 0; // every uncertainty resolves to ready
+    }
+    try {
+      return await call<ReadinessReply>(
+        readiness,
+        { type: 'check', queued, threshold },
+        { timeout: 2_000 },
+      );
+    } catch {
+      return { ready: true, queued: 0, threshold };
+    }
+  };
+
+  const ffmpegVersionInfo = { path: ffmpeg.path, source: ffmpeg.source };
+  const handler = createHandler({
+    config: provider,
+    version: VERSION,
+    ffmpeg: () => ffmpegVersionInfo,
+    nowMs: now,
+    ready,
+    probe: (source) => probes.probe(source),
+    subscribe: (request, id, onMessage) => renders.subscribe(request, id, onMessage),
+    unsubscribe: (coordinator, id) => renders.unsubscribe(coordinator, id),
+    retryAfterS: () => semaphoreRetryAfter(semaphore),
+  });
+
+  const metricsHandler = async (req: IncomingMessage, res: ServerResponse) => {
+    const path = (req.url ?? '/').split('?', 1)[0];
+    if ((req.method === 'GET' || req.method === 'HEAD') && path === '/metrics') {
+      const { contentType, body } = await metrics.expose();
+      res.writeHead(200, { 'content-type': contentType, 'cache-control': 'no-store' });
+      res.end(req.method === 'HEAD' ? undefined : body);
+      return;
+    }
+    const r = errorResponse({ type: 'not_found', scope: 'route' });
+    res.writeHead(r.status, r.headers);
+    res.end(r.body);
+  };
+
+  let publicServer: Server | null = null;
+  let metricsServer: Server | null = null;
+  const unpublish: Array<() => void> = [];
+
+  const system = await createSystem(
+    [
+      {
+        name: 'semaphore',
+        start: () => {
+          semaphore.start();
+          unpublish.push(publishTelemetry(semaphore, SEMAPHORE_PREFIX));
+          return semaphore;
+        },
+        stop: () => {
+          semaphore.stop();
+        },
+        actor: () => semaphore,
+      },
+      {
+        name: 'probeLimiter',
+        start: () => {
+          probeLimiter.start();
+          unpublish.push(publishTelemetry(probeLimiter, PROBE_LIMITER_PREFIX));
+          return probeLimiter;
+        },
+        stop: () => {
+          probeLimiter.stop();
+        },
+        actor: () => probeLimiter,
+      },
+      {
+        name: 'readiness',
+        start: () => readiness.start(),
+        stop: () => {
+          readiness.stop();
+        },
+        actor: () => readiness,
+      },
+      {
+        name: 'pools',
+        start: async () => {
+          await Promise.all([renderPool.start(), probePool.start()]);
+        },
+        stop: async () => {
+          await Promise.all([renderPool.stop(), probePool.stop()]);
+        },
+      },
+      {
+        name: 'renders',
+        start: () => renders,
+        stop: () => renders.shutdown(),
+        stopTimeoutMs: 20_000,
+      },
+    ],
+    { logger },
+  );
+  supervise = (actor, name) => void system.supervise(actor, name);
+
+  return {
+    handler,
+    metricsHandler,
+    async listen(opts = {}) {
+      const c = provider.get();
+      publicServer = createServer((req, res) => void handler(req, res));
+      metricsServer = createServer((req, res) => void metricsHandler(req, res));
+      await new Promise<void>((resolve) =>
+        publicServer!.listen(opts.port ?? c.port, opts.host, resolve),
+      );
+      await new Promise<void>((resolve) =>
+        metricsServer!.listen(
+          opts.metricsPort ?? c.metricsPort,
+          opts.metricsHost ?? c.metricsBind,
+          resolve,
+        ),
+      );
+      const a = publicServer.address() as AddressInfo;
+      const m = metricsServer.address() as AddressInfo;
+      const host = (addr: AddressInfo) =>
+        addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
+      return { url: `http://${host(a)}:${a.port}`, metricsUrl: `http://${host(m)}:${m.port}` };
+    },
+    async close() {
+      const closing = [publicServer, metricsServer].filter((s): s is Server => s !== null);
+      for (const s of closing) {
+        s.close();
+        s.closeIdleConnections();
+      }
+      await system.stop();
+      for (const s of closing) s.closeAllConnections();
+      for (const off of unpublish.splice(0)) off();
+      detachLog();
+      metrics.close();
+    },
+    actors: { semaphore, probeLimiter, readiness },
+    renders,
+    probes,
+    pools: { render: renderPool, probe: probePool },
+    metrics,
+    ffmpeg,
+    ffprobe,
+  };
+}
+
+/** What the Render machine needs for one request: the executable, argv and deadline. */
+function renderInputFor(
+  request: RenderRequest,
+  config: Config,
+  ffmpegPath: string,
+  pool: WorkerPool,
+) {
+  const { options, source } = request;
+  const argv =
+    options.format === 'peaks'
+      ? buildPeaksDecodeArgv(options, source.input, {
+          sampleRate: 0,
+          channels: options.channels ?? 1,
+        })
+      : buildRenderArgv(options, source.input);
+  return {
+    spec: {
+      executable: ffmpegPath,
+      argv,
+      timeoutMs: config.renderTimeoutS * 1000,
+    },
+    pool,
+  };
+}

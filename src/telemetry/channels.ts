@@ -1,0 +1,123 @@
+/**
+ * The telemetry catalogue: every `node:diagnostics_channel` name audio-proxy publishes, as data,
+ * and the one helper that forwards an actor's emitted `telemetry` events onto those channels.
+ * A consumer attaching to everything reads these lists rather than restating the names, so a new
+ * event reaches it without an edit.
+ *
+ * ## Invariants
+ * - **The names are the contract**: `audio_proxy.<source>.<event>`, exactly as listed here.
+ * - **Publishing costs one property read when nobody listens**: `hasSubscribers` is checked
+ *   before a message object is built.
+ * - **Telemetry never breaks the publisher**: a subscriber that throws is reported by Node on
+ *   the next tick (diagnostics_channel's own rule) and the actor goes on.
+ *
+ * ## Races
+ * - *Subscriber attaches mid-run*: channels are looked up once per name and cached; Node keeps
+ *   the channel object alive while it has subscribers, so a late subscriber sees later events.
+ *
+ * ## Events
+ * | Channel | Message | When |
+ * |---|---|---|
+ * | `audio_proxy.semaphore.*` | `{ measurements, metadata }` (see `machines/semaphore.ts`) | slot and queue changes, counts after the event |
+ * | `audio_proxy.probe_limiter.*` | `{ measurements, metadata }` (see `machines/probeLimiter.ts`) | probe slot changes, counts after the event |
+ * | `audio_proxy.render.*`, `.cache.lookup`, `.variant_store.write_failure` | published by their owners | the render span, cache lookups, store failures |
+ */
+import diagnosticsChannel from 'node:diagnostics_channel';
+import type { AnyActorRef } from 'xstate';
+
+export const SEMAPHORE_PREFIX = 'audio_proxy.semaphore';
+export const PROBE_LIMITER_PREFIX = 'audio_proxy.probe_limiter';
+
+/** Semaphore events, in the order a slot's life produces them. */
+export const SEMAPHORE_EVENTS = [
+  'acquired',
+  'queued',
+  'rejected',
+  'released',
+  'abandoned',
+  'displaced',
+] as const;
+export const PROBE_LIMITER_EVENTS = ['acquired', 'rejected', 'released'] as const;
+export const RENDER_EVENTS = ['start', 'stop', 'exception'] as const;
+
+export const SEMAPHORE_CHANNELS = SEMAPHORE_EVENTS.map((e) => `${SEMAPHORE_PREFIX}.${e}` as const);
+export const PROBE_LIMITER_CHANNELS = PROBE_LIMITER_EVENTS.map(
+  (e) => `${PROBE_LIMITER_PREFIX}.${e}` as const,
+);
+
+/** Every channel name audio-proxy publishes on. */
+export const CHANNELS = [
+  ...RENDER_EVENTS.map((e) => `audio_proxy.render.${e}` as const),
+  'audio_proxy.cache.lookup',
+  'audio_proxy.variant_store.write_failure',
+  ...SEMAPHORE_CHANNELS,
+  ...PROBE_LIMITER_CHANNELS,
+] as const;
+export type ChannelName = (typeof CHANNELS)[number];
+
+/** What an actor emits for `publishTelemetry` to forward. */
+export interface TelemetryEmitted {
+  readonly type: 'telemetry';
+  readonly event: string;
+  readonly measurements: Readonly<Record<string, number>>;
+  readonly metadata: Readonly<Record<string, unknown>>;
+}
+
+/** What a subscriber of a forwarded channel receives. */
+export interface TelemetryMessage {
+  readonly measurements: Readonly<Record<string, number>>;
+  readonly metadata: Readonly<Record<string, unknown>>;
+}
+
+const EVENTS_BY_PREFIX: Readonly<Record<string, readonly string[]>> = {
+  [SEMAPHORE_PREFIX]: SEMAPHORE_EVENTS,
+  [PROBE_LIMITER_PREFIX]: PROBE_LIMITER_EVENTS,
+};
+
+const channels = new Map<string, diagnosticsChannel.Channel>();
+
+/** The channel for a catalogued name; an unknown name is a programmer error. */
+export function channel(name: ChannelName): diagnosticsChannel.Channel {
+  let found = channels.get(name);
+  if (found === undefined) {
+    if (!(CHANNELS as readonly string[]).includes(name)) {
+      throw new TypeError(`unknown telemetry channel ${JSON.stringify(name)}`);
+    }
+    found = diagnosticsChannel.channel(name);
+    channels.set(name, found);
+  }
+  return found;
+}
+
+/** Publishes `message` on `name` if anyone listens; builds nothing otherwise. */
+export function publish(name: ChannelName, message: () => unknown): void {
+  const target = channel(name);
+  if (target.hasSubscribers) target.publish(message());
+}
+
+/**
+ * Forwards every `telemetry` event `actor` emits to `<prefix>.<event>`. Returns the function
+ * that stops forwarding. `prefix` is `SEMAPHORE_PREFIX` or `PROBE_LIMITER_PREFIX`. An event
+ * outside that source's catalogue is not published (a parity test keeps machines and catalogue
+ * in step; telemetry is not worth crashing an actor for).
+ */
+export function publishTelemetry(
+  actor: AnyActorRef,
+  prefix: typeof SEMAPHORE_PREFIX | typeof PROBE_LIMITER_PREFIX,
+): () => void {
+  const events = EVENTS_BY_PREFIX[prefix];
+  if (events === undefined) throw new TypeError(`unknown telemetry prefix ${String(prefix)}`);
+  const byEvent = new Map<string, diagnosticsChannel.Channel>(
+    events.map((e) => [e, channel(`${prefix}.${e}` as ChannelName)]),
+  );
+  const subscription = actor.on('telemetry', (emitted: TelemetryEmitted) => {
+    const target = byEvent.get(emitted.event);
+    if (target === undefined || !target.hasSubscribers) return;
+    const message: TelemetryMessage = {
+      measurements: emitted.measurements,
+      metadata: emitted.metadata,
+    };
+    target.publish(message);
+  });
+  return () => subscription.unsubscribe();
+}

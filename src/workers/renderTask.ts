@@ -1,0 +1,693 @@
+/**
+ * The Piscina task module: runs one ffmpeg (or ffprobe) per task inside a worker thread and owns
+ * it until it is reaped.
+ *
+ * A render task streams stdout to the main thread over the task's MessagePort: the worker calls
+ * a Comlink sink there (`pid`, `chunk`, `exited`) and exposes a Comlink control surface (`ack`,
+ * `cancel`) on the same port. Reads are batched into buffers of up to `BATCH_BYTES`, flushed at
+ * least every `FLUSH_MS`, and transferred, never cloned. stderr is kept as a 4096-byte tail in
+ * memory (no scratch file: nothing outlives the task). A peaks render reduces ffmpeg's PCM here,
+ * off the main thread, and sends one chunk. A probe task collects stdout (≤ 1 MiB).
+ *
+ * ## Invariants
+ * - **No shell.** The executable is spawned by argv; the pid reported is ffmpeg's own.
+ * - **The pid reaches the main thread before anything else**, so it can finish a kill itself.
+ * - **Unacknowledged bytes stay under `HIGH_WATER_BYTES` + one batch.** At the mark stdout is
+ *   paused, which backs up into ffmpeg's pipe: memory is bounded, not queued.
+ * - **The task settles only after ffmpeg is reaped and every chunk was delivered** (each sink
+ *   call answered), so the result can never overtake a chunk on the other channel, and `done`
+ *   is never sent while chunks are held back.
+ * - **The timeout bounds ffmpeg's run**: armed at spawn, cleared at its exit, never at drain.
+ * - **A clean exit is `done` whatever stderr says**; stderr is classified only on a failure.
+ *
+ * ## Races
+ * - *Cancel vs. natural exit*: the first stop reason wins; a cancel after the exit kills nothing
+ *   and reports `already_dead`, and the task still settles `cancelled`.
+ * - *Main thread goes away* (port closed by the consumer): treated as a cancel, so ffmpeg never
+ *   outlives its consumer; sink calls that can no longer be answered are not waited for.
+ * - *Data after a stop*: stdout keeps flowing and is discarded, so ffmpeg never blocks on a full
+ *   pipe while it handles SIGTERM.
+ *
+ * ## Events (worker → main sink; main → worker control)
+ * | Call | Fields | When |
+ * |---|---|---|
+ * | `sink.pid` | pid | right after spawn |
+ * | `sink.chunk` | ArrayBuffer (transferred) | a batch is full, `FLUSH_MS` passed, or at exit |
+ * | `sink.exited` | exit status, signal | ffmpeg was reaped (the pid is no longer ours) |
+ * | `control.ack` | bytes | the consumer took `bytes`; reopens the window |
+ * | `control.cancel` | | kill (TERM, grace, KILL); resolves once ffmpeg is reaped |
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import type { MessagePort } from 'node:worker_threads';
+import * as Comlink from 'comlink';
+import nodeEndpoint from 'comlink/dist/esm/node-adapter.mjs';
+import { appendTail, classifyFailure, STDERR_TAIL_BYTES } from './classify.js';
+import { KILL_WAIT_MS, type KillOutcome, TERM_GRACE_MS } from './liveness.js';
+import { PeaksReducer } from './peaks.js';
+import { MAX_PROBE_OUTPUT_BYTES } from './probe.js';
+
+export { STDERR_TAIL_BYTES };
+
+/** Largest chunk sent to the main thread. */
+export const BATCH_BYTES = 64 * 1024; // bench/workers.ts: 8–64 KiB are equal; one pipe buffer's worth
+/** Longest a byte waits in the worker before it is sent. */
+export const FLUSH_MS = 5; // bench/workers.ts: no wall-time cost vs 20 ms; keeps first-byte latency low
+/** Unacknowledged bytes at which stdout is paused. */
+export const HIGH_WATER_BYTES = 1_048_576; // the original's mark; the coordinator acks at once
+
+export type FailureClass = 'timeout' | 'cancelled' | 'not_found' | 'undecodable' | 'render_failed';
+
+/** What to run and for how long. */
+export interface ProcessSpec {
+  readonly executable: string;
+  readonly argv: readonly string[];
+  /** Bounds the process's run, from spawn to exit. */
+  readonly timeoutMs: number;
+  /** Output beyond this many bytes fails the task (`render_failed`). */
+  readonly maxBytes?: number;
+}
+
+/** Reduce ffmpeg's s16le PCM to waveform peaks in this thread; the output is one chunk. */
+export interface PeaksSpec {
+  readonly channels: 1 | 2;
+  readonly pts: number;
+  /** Frames the decode should produce (`peaksFrameBudget` from the probed duration). */
+  readonly totalFrames: number;
+  /** The decode's rate, written into the header. */
+  readonly sampleRate: number;
+  readonly format: 'json' | 'dat';
+}
+
+export interface RenderTask extends ProcessSpec {
+  readonly kind: 'render';
+  /** When set, stdout is PCM to reduce, not output to stream; `maxBytes` bounds the result. */
+  readonly peaks?: PeaksSpec;
+  /** One end of a MessageChannel, transferred; the main thread holds the other. */
+  readonly port: MessagePort;
+  /**
+   * Overrides for bench/workers.ts only. `batchBytes: 0` forwards every pipe read as its own
+   * message: the unbatched baseline the batching is measured against.
+   */
+  readonly batchBytes?: number;
+  readonly flushMs?: number;
+}
+
+export interface ProbeTask extends ProcessSpec {
+  readonly kind: 'probe';
+  /** Optional: enables `cancel` and the pid report, as for renders. */
+  readonly port?: MessagePort;
+}
+
+export interface EchoTask {
+  readonly kind: 'echo';
+  readonly value: unknown;
+}
+
+export type WorkerTask = RenderTask | ProbeTask | EchoTask;
+
+export interface TaskFailure {
+  readonly type: 'error';
+  readonly class: FailureClass;
+  /** ffmpeg's exit code; null when it did not exit by itself (killed, never started). */
+  readonly exitStatus: number | null;
+  readonly stderrTail: string;
+  /** Output bytes delivered before the failure. */
+  readonly bytes: number;
+  readonly detail?: string;
+  /** How the worker stopped the process, when it had to (cancel, timeout, cap, consumer gone). */
+  readonly kill?: WorkerKillReport;
+}
+
+export type RenderOutcome =
+  | {
+      readonly type: 'done';
+      readonly exitStatus: 0;
+      readonly bytes: number;
+      readonly stderrTail: string;
+    }
+  | TaskFailure;
+
+export type ProbeOutcome =
+  | { readonly type: 'ok'; readonly stdout: string; readonly stderrTail: string }
+  | TaskFailure;
+
+/** What the worker calls on the main thread. */
+export interface ProcessSink {
+  pid(pid: number): void;
+  exited(exitStatus: number | null, signal: string | null): void;
+  chunk(data: ArrayBuffer): void;
+}
+
+/** The worker's side of a kill, as reported to `cancel()`. */
+export interface WorkerKillReport {
+  readonly outcome: KillOutcome;
+  readonly elapsedMs: number;
+}
+
+/** What the main thread calls on the worker. */
+export interface ProcessControl {
+  ack(bytes: number): void;
+  cancel(): Promise<WorkerKillReport>;
+}
+
+interface Stop {
+  readonly class: FailureClass;
+  readonly detail?: string;
+}
+
+function assertSpec(task: ProcessSpec): void {
+  if (typeof task.executable !== 'string' || task.executable === '') {
+    throw new TypeError('executable must be a non-empty string');
+  }
+  if (!Array.isArray(task.argv) || !task.argv.every((a) => typeof a === 'string')) {
+    throw new TypeError('argv must be an array of strings');
+  }
+  if (!Number.isFinite(task.timeoutMs) || task.timeoutMs <= 0) {
+    throw new RangeError(`timeoutMs must be a positive number, got ${String(task.timeoutMs)}`);
+  }
+  if (task.maxBytes !== undefined && !(Number.isSafeInteger(task.maxBytes) && task.maxBytes >= 0)) {
+    throw new RangeError(`maxBytes must be a non-negative integer, got ${String(task.maxBytes)}`);
+  }
+}
+
+/**
+ * One spawned process and everything that ends it: the run timeout, the stop reason, the kill
+ * sequence and the settle condition. Subclasses decide what happens to stdout.
+ */
+abstract class ProcessRun<O> {
+  protected readonly child: ChildProcess;
+  protected stop: Stop | null = null;
+  #stderr: Buffer = Buffer.alloc(0);
+  protected readonly sink: Comlink.Remote<ProcessSink> | null;
+  protected readonly port: MessagePort | null;
+  #exitStatus: number | null = null;
+  #exitSignal: NodeJS.Signals | null = null;
+  #spawnError: Error | null = null;
+  #exited = false;
+  #closed = false;
+  #portClosed = false;
+  #inflight = 0;
+  #deadline: NodeJS.Timeout | null;
+  #kill: Promise<WorkerKillReport> | null = null;
+  #killReport: WorkerKillReport | null = null;
+  #settled = false;
+  #onExit: Array<() => void> = [];
+  readonly #result: Promise<O>;
+  #resolve!: (outcome: O) => void;
+
+  constructor(spec: ProcessSpec, port: MessagePort | null) {
+    this.port = port;
+    this.#result = new Promise<O>((resolve) => {
+      this.#resolve = resolve;
+    });
+    // Everything that can fail runs before the spawn: the endpoint and the control surface.
+    if (port) {
+      const endpoint = nodeEndpoint(port);
+      this.sink = Comlink.wrap<ProcessSink>(endpoint);
+      const control: ProcessControl = {
+        ack: (bytes) => this.ack(Number(bytes)),
+        cancel: () => this.cancel(),
+      };
+      Comlink.expose(control, endpoint);
+      port.on('close', () => {
+        this.#portClosed = true;
+        this.halt({ class: 'cancelled', detail: 'the consumer went away' });
+        this.maybeSettle();
+      });
+    } else {
+      this.sink = null;
+    }
+
+    this.child = spawn(spec.executable, spec.argv as string[], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      windowsHide: true,
+    });
+    this.#deadline = setTimeout(() => {
+      this.#deadline = null;
+      this.halt({ class: 'timeout', detail: `ffmpeg ran longer than ${spec.timeoutMs} ms` });
+    }, spec.timeoutMs);
+
+    const { child } = this;
+    child.on('error', (error) => {
+      // Spawn failures (ENOENT, EACCES) arrive here with no pid; 'close' follows.
+      if (child.pid === undefined) this.#spawnError ??= error;
+    });
+    child.on('exit', (code, signal) => {
+      this.#exited = true;
+      this.#exitStatus = code;
+      this.#exitSignal = signal;
+      this.#clearDeadline(); // bounds ffmpeg's run, not the consumer's drain
+      this.call(() => this.sink?.exited(code, signal));
+      for (const waiter of this.#onExit.splice(0)) waiter();
+    });
+    child.on('close', () => {
+      this.#closed = true;
+      if (!this.#exited) {
+        // Never started: no 'exit' comes.
+        this.#exited = true;
+        this.#clearDeadline();
+        for (const waiter of this.#onExit.splice(0)) waiter();
+      }
+      this.onStdoutEnd();
+      this.maybeSettle();
+    });
+    child.stderr!.on('data', (chunk: Buffer) => {
+      this.#stderr = appendTail(this.#stderr, chunk, STDERR_TAIL_BYTES);
+    });
+    child.stdout!.on('data', (chunk: Buffer) => {
+      if (this.stop) return; // stopping: keep the pipe moving, discard
+      this.onStdout(chunk);
+    });
+    if (child.pid !== undefined) {
+      const { pid } = child;
+      this.call(() => this.sink?.pid(pid));
+    }
+  }
+
+  /** The last `STDERR_TAIL_BYTES` of stderr, as text. */
+  protected get stderrTail(): string {
+    return this.#stderr.toString('utf8');
+  }
+
+  /** The task's result: settles once the process is gone and every sink call was answered. */
+  get result(): Promise<O> {
+    return this.#result;
+  }
+
+  protected abstract onStdout(chunk: Buffer): void;
+  protected abstract onStdoutEnd(): void;
+  /** True while output is still waiting to be delivered. */
+  protected abstract holdsOutput(): boolean;
+  protected abstract outcome(): O;
+
+  protected ack(_bytes: number): void {}
+
+  /** Invoke a sink method and count it until the main thread answers. */
+  protected call(invoke: () => Promise<unknown> | undefined): void {
+    const answer = invoke();
+    if (answer === undefined) return;
+    this.#inflight++;
+    const done = () => {
+      this.#inflight--;
+      this.maybeSettle();
+    };
+    answer.then(done, done);
+  }
+
+  /** Records the first stop reason, stops forwarding, and starts the kill. */
+  protected halt(stop: Stop): void {
+    if (this.stop || this.#settled) return;
+    this.stop = stop;
+    this.onHalt();
+    this.child.stdout?.resume();
+    void this.#startKill();
+  }
+
+  protected onHalt(): void {}
+
+  protected cancel(): Promise<WorkerKillReport> {
+    this.halt({ class: 'cancelled' });
+    return this.#startKill();
+  }
+
+  protected get exitInfo() {
+    return { status: this.#exitStatus, signal: this.#exitSignal, spawnError: this.#spawnError };
+  }
+
+  protected maybeSettle(): void {
+    if (this.#settled) return;
+    const processGone = this.#closed || (this.stop !== null && this.#killReport !== null);
+    if (!processGone) return;
+    if (this.stop === null && this.holdsOutput()) return;
+    if (!this.#portClosed && this.#inflight > 0) return;
+    this.#settled = true;
+    this.#clearDeadline();
+    this.onSettle();
+    // Closed after the microtasks that post pending Comlink replies (a `cancel` answered in
+    // this same turn), so the main thread never waits on a reply that was never sent.
+    const { port } = this;
+    if (port) setImmediate(() => port.close());
+    this.#resolve(this.outcome());
+  }
+
+  protected onSettle(): void {}
+
+  /** Builds the failure for a process that ended without a stop reason and not cleanly. */
+  protected failure(bytes: number): TaskFailure {
+    const { status, signal, spawnError } = this.exitInfo;
+    const stderrTail = this.stderrTail;
+    if (this.stop) {
+      return {
+        type: 'error',
+        class: this.stop.class,
+        exitStatus: null,
+        stderrTail,
+        bytes,
+        ...(this.stop.detail ? { detail: this.stop.detail } : {}),
+        ...(this.#killReport ? { kill: this.#killReport } : {}),
+      };
+    }
+    if (spawnError) {
+      const code = (spawnError as NodeJS.ErrnoException).code ?? spawnError.message;
+      return {
+        type: 'error',
+        class: 'render_failed',
+        exitStatus: null,
+        stderrTail,
+        bytes,
+        detail: `could not start ${this.child.spawnfile}: ${code}`,
+      };
+    }
+    if (status === null) {
+      return {
+        type: 'error',
+        class: 'render_failed',
+        exitStatus: null,
+        stderrTail,
+        bytes,
+        detail: `ffmpeg was killed by ${signal ?? 'a signal'}`,
+      };
+    }
+    return {
+      type: 'error',
+      class: classifyFailure(status, stderrTail),
+      exitStatus: status,
+      stderrTail,
+      bytes,
+    };
+  }
+
+  #clearDeadline(): void {
+    if (this.#deadline) clearTimeout(this.#deadline);
+    this.#deadline = null;
+  }
+
+  #exitWithin(ms: number): Promise<boolean> {
+    if (this.#exited) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => resolve(this.#exited), ms);
+      this.#onExit.push(() => {
+        clearTimeout(timer);
+        resolve(true);
+      });
+    });
+  }
+
+  /** SIGTERM, wait for the exit up to the grace, SIGKILL, wait again. Idempotent. */
+  #startKill(): Promise<WorkerKillReport> {
+    if (this.#kill) return this.#kill;
+    const started = performance.now();
+    const report = (outcome: KillOutcome): WorkerKillReport => {
+      this.#killReport = { outcome, elapsedMs: performance.now() - started };
+      queueMicrotask(() => this.maybeSettle());
+      return this.#killReport;
+    };
+    this.#kill = (async () => {
+      if (this.#exited) return report('already_dead');
+      this.child.kill('SIGTERM');
+      if (await this.#exitWithin(TERM_GRACE_MS)) return report('terminated');
+      this.child.kill('SIGKILL');
+      if (await this.#exitWithin(KILL_WAIT_MS)) return report('killed');
+      return report('survived');
+    })();
+    return this.#kill;
+  }
+}
+
+/** Streams stdout to the sink in transferred batches under the acknowledgement window. */
+class RenderRun extends ProcessRun<RenderOutcome> {
+  readonly #batchBytes: number;
+  readonly #flushMs: number;
+  readonly #maxBytes: number;
+  #pending: Buffer[] = [];
+  #headOffset = 0;
+  #pendingBytes = 0;
+  #readBytes = 0;
+  #sentBytes = 0;
+  #outstanding = 0;
+  #stdoutEnded = false;
+  #partialDue = false;
+  #flushTimer: NodeJS.Timeout | null = null;
+  #paused = false;
+
+  constructor(task: RenderTask) {
+    super(task, task.port);
+    this.#batchBytes = task.batchBytes ?? BATCH_BYTES;
+    this.#flushMs = task.flushMs ?? FLUSH_MS;
+    this.#maxBytes = task.maxBytes ?? Number.POSITIVE_INFINITY;
+  }
+
+  protected onStdout(chunk: Buffer): void {
+    this.#readBytes += chunk.length;
+    if (this.#readBytes > this.#maxBytes) {
+      this.halt({
+        class: 'render_failed',
+        detail: `render output exceeded the ${this.#maxBytes}-byte retention cap (AP_MAX_VARIANT_BYTES)`,
+      });
+      return;
+    }
+    this.#pending.push(chunk);
+    this.#pendingBytes += chunk.length;
+    this.#pump();
+  }
+
+  protected onStdoutEnd(): void {
+    this.#stdoutEnded = true;
+    this.#pump();
+  }
+
+  protected holdsOutput(): boolean {
+    return this.#pendingBytes > 0 || !this.#stdoutEnded;
+  }
+
+  protected override ack(bytes: number): void {
+    if (!(bytes > 0)) return;
+    // More than was outstanding is a consumer bug; clamping keeps the window sane.
+    this.#outstanding = Math.max(0, this.#outstanding - bytes);
+    this.#pump();
+  }
+
+  protected override onHalt(): void {
+    this.#pending = [];
+    this.#pendingBytes = 0;
+    this.#headOffset = 0;
+    this.#clearFlushTimer();
+  }
+
+  protected override onSettle(): void {
+    this.#clearFlushTimer();
+  }
+
+  protected outcome(): RenderOutcome {
+    const { status } = this.exitInfo;
+    if (this.stop === null && status === 0) {
+      return { type: 'done', exitStatus: 0, bytes: this.#sentBytes, stderrTail: this.stderrTail };
+    }
+    return this.failure(this.#sentBytes);
+  }
+
+  /** Sends what the window and the batching rule allow, then sets stdout's flow to match. */
+  #pump(): void {
+    if (this.stop) return;
+    while (this.#pendingBytes > 0 && this.#outstanding < HIGH_WATER_BYTES) {
+      if (this.#batchBytes === 0) {
+        this.#send(this.#take(this.#pending[0]!.length - this.#headOffset));
+        continue;
+      }
+      const full = this.#pendingBytes >= this.#batchBytes;
+      if (!full && !this.#partialDue && !this.#stdoutEnded) break;
+      this.#send(this.#take(Math.min(this.#batchBytes, this.#pendingBytes)));
+    }
+    if (this.#pendingBytes === 0) {
+      this.#partialDue = false;
+      this.#clearFlushTimer();
+    } else if (this.#flushTimer === null && !this.#partialDue) {
+      this.#flushTimer = setTimeout(() => {
+        this.#flushTimer = null;
+        this.#partialDue = true;
+        this.#pump();
+      }, this.#flushMs);
+    }
+    const stdout = this.child.stdout!;
+    if (this.#outstanding >= HIGH_WATER_BYTES) {
+      if (!this.#paused) stdout.pause();
+      this.#paused = true;
+    } else if (this.#paused) {
+      this.#paused = false;
+      stdout.resume();
+    }
+    this.maybeSettle();
+  }
+
+  /** Copies the next `n` pending bytes into one fresh buffer, ready to transfer. */
+  #take(n: number): ArrayBuffer {
+    const out = new Uint8Array(n);
+    let filled = 0;
+    while (filled < n) {
+      const head = this.#pending[0]!;
+      const count = Math.min(head.length - this.#headOffset, n - filled);
+      out.set(head.subarray(this.#headOffset, this.#headOffset + count), filled);
+      filled += count;
+      this.#headOffset += count;
+      if (this.#headOffset === head.length) {
+        this.#pending.shift();
+        this.#headOffset = 0;
+      }
+    }
+    this.#pendingBytes -= n;
+    return out.buffer;
+  }
+
+  #send(data: ArrayBuffer): void {
+    this.#outstanding += data.byteLength;
+    this.#sentBytes += data.byteLength;
+    this.call(() => this.sink?.chunk(Comlink.transfer(data, [data])));
+  }
+
+  #clearFlushTimer(): void {
+    if (this.#flushTimer) clearTimeout(this.#flushTimer);
+    this.#flushTimer = null;
+  }
+}
+
+/**
+ * Folds ffmpeg's PCM into waveform peaks as it arrives (the PCM is dropped chunk by chunk, so a
+ * long source costs the pixels, not the audio), then sends the serialised peaks as the render's
+ * only chunk once ffmpeg exited cleanly.
+ */
+class PeaksRun extends ProcessRun<RenderOutcome> {
+  readonly #reducer: PeaksReducer;
+  readonly #spec: PeaksSpec;
+  readonly #maxBytes: number;
+  #sent = 0;
+  #delivered = false;
+
+  constructor(task: RenderTask & { readonly peaks: PeaksSpec }, reducer: PeaksReducer) {
+    super(task, task.port);
+    this.#spec = task.peaks;
+    this.#reducer = reducer;
+    this.#maxBytes = task.maxBytes ?? Number.POSITIVE_INFINITY;
+  }
+
+  protected onStdout(chunk: Buffer): void {
+    this.#reducer.push(chunk);
+  }
+
+  protected onStdoutEnd(): void {
+    if (this.#delivered || this.stop || this.exitInfo.status !== 0) return;
+    this.#delivered = true;
+    const output = this.#reducer.finish({
+      sampleRate: this.#spec.sampleRate,
+      format: this.#spec.format,
+    });
+    const bytes = 'json' in output ? output.json : output.dat;
+    if (bytes.length > this.#maxBytes) {
+      this.halt({
+        class: 'render_failed',
+        detail: `render output exceeded the ${this.#maxBytes}-byte retention cap (AP_MAX_VARIANT_BYTES)`,
+      });
+      return;
+    }
+    const data = new Uint8Array(bytes).buffer; // a fresh, exactly sized buffer to transfer
+    this.#sent = data.byteLength;
+    this.call(() => this.sink?.chunk(Comlink.transfer(data, [data])));
+  }
+
+  protected holdsOutput(): boolean {
+    return false; // the one chunk is in flight (counted) by the time the process has closed
+  }
+
+  protected outcome(): RenderOutcome {
+    if (this.stop === null && this.exitInfo.status === 0) {
+      return { type: 'done', exitStatus: 0, bytes: this.#sent, stderrTail: this.stderrTail };
+    }
+    return this.failure(0);
+  }
+}
+
+/** Collects stdout in memory, up to the probe cap. */
+class ProbeRun extends ProcessRun<ProbeOutcome> {
+  readonly #maxBytes: number;
+  #chunks: Buffer[] = [];
+  #bytes = 0;
+
+  constructor(task: ProbeTask) {
+    super(task, task.port ?? null);
+    this.#maxBytes = task.maxBytes ?? MAX_PROBE_OUTPUT_BYTES;
+  }
+
+  protected onStdout(chunk: Buffer): void {
+    this.#bytes += chunk.length;
+    if (this.#bytes > this.#maxBytes) {
+      this.halt({
+        class: 'render_failed',
+        detail: `ffprobe output exceeded ${this.#maxBytes} bytes`,
+      });
+      return;
+    }
+    this.#chunks.push(chunk);
+  }
+
+  protected onStdoutEnd(): void {}
+
+  protected holdsOutput(): boolean {
+    return false;
+  }
+
+  protected override onHalt(): void {
+    this.#chunks = [];
+  }
+
+  protected outcome(): ProbeOutcome {
+    const { status } = this.exitInfo;
+    if (this.stop === null && status === 0) {
+      return {
+        type: 'ok',
+        stdout: Buffer.concat(this.#chunks).toString('utf8'),
+        stderrTail: this.stderrTail,
+      };
+    }
+    return this.failure(0);
+  }
+}
+
+/**
+ * Runs ffmpeg by argv and streams its output to the port's sink; with `peaks`, reduces its PCM
+ * here and sends the peaks as one chunk.
+ */
+export function render(task: RenderTask): Promise<RenderOutcome> {
+  assertSpec(task);
+  if (!task.port || typeof task.port.postMessage !== 'function') {
+    throw new TypeError('render task needs a MessagePort in `port`');
+  }
+  if (task.peaks) {
+    const { peaks } = task;
+    if (!Number.isInteger(peaks.sampleRate) || peaks.sampleRate < 1) {
+      throw new RangeError(`peaks.sampleRate must be a positive integer, got ${peaks.sampleRate}`);
+    }
+    // Built before the spawn: its constructor validates channels, pts and the frame budget.
+    const reducer = new PeaksReducer(peaks);
+    return new PeaksRun({ ...task, peaks }, reducer).result;
+  }
+  return new RenderRun(task).result;
+}
+
+/** Runs ffprobe by argv and returns its stdout (≤ `maxBytes`, default 1 MiB). */
+export function probe(task: ProbeTask): Promise<ProbeOutcome> {
+  assertSpec(task);
+  return new ProbeRun(task).result;
+}
+
+/** Piscina's entry point: one pool, one module, dispatched on `kind`. */
+export default function runTask(task: WorkerTask): unknown {
+  switch (task.kind) {
+    case 'render':
+      return render(task);
+    case 'probe':
+      return probe(task);
+    case 'echo':
+      return task.value;
+    default:
+      throw new TypeError(`unknown worker task kind: ${String((task as { kind?: unknown }).kind)}`);
+  }
+}

@@ -1,0 +1,161 @@
+/**
+ * A real proxy on loopback port 0 over the generated fixtures, with an ffmpeg wrapper that
+ * records every spawn (its pid, then `exec`s the real binary, so the pid is ffmpeg's own) and
+ * helpers to fetch, count processes and check that none survive.
+ */
+import { chmod, mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadConfig, type MutableConfigProvider, mutableConfig } from '../../src/config.js';
+import { type AudioProxy, createAudioProxy } from '../../src/proxy.js';
+import { resolveFfmpeg } from '../../src/workers/ffmpegPath.js';
+import { type AudioFixtures, makeFixtures } from '../fixtures/audio.js';
+
+export interface Harness {
+  readonly proxy: AudioProxy;
+  readonly url: string;
+  readonly metricsUrl: string;
+  readonly config: MutableConfigProvider;
+  readonly fixtures: AudioFixtures;
+  /** pids of every ffmpeg the proxy spawned, in order */
+  spawns(): Promise<number[]>;
+  close(): Promise<void>;
+}
+
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** A wrapper that logs its pid and execs `target` (real ffmpeg, or a fault script). */
+export async function spawnLogger(target: string, args: readonly string[] = []) {
+  const dir = await mkdtemp(join(tmpdir(), 'ap-spawns-'));
+  const log = join(dir, 'spawns.log');
+  const script = join(dir, 'ffmpeg');
+  const fixed = args.map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
+  await writeFile(script, `#!/bin/sh\necho "$$" >> '${log}'\nexec '${target}' ${fixed} "$@"\n`);
+  await chmod(script, 0o755);
+  await writeFile(log, '');
+  return {
+    path: script,
+    async pids() {
+      const text = await readFile(log, 'utf8');
+      return text
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => Number(l));
+    },
+  };
+}
+
+export async function startHarness(
+  env: Record<string, string> = {},
+  opts: { ffmpegTarget?: string; ffmpegArgs?: readonly string[] } = {},
+): Promise<Harness> {
+  const fixtures = await makeFixtures();
+  const realFfmpeg = resolveFfmpeg({ env: process.env }).path;
+  const logger = await spawnLogger(opts.ffmpegTarget ?? realFfmpeg, opts.ffmpegArgs ?? []);
+  const config = mutableConfig(
+    loadConfig({
+      AP_LOCAL_ROOT: fixtures.dir,
+      AP_ALLOW_INSECURE: '1',
+      AP_LOG_LEVEL: 'error',
+      AP_MAX_CONCURRENCY: '2',
+      AP_FFMPEG_PATH: logger.path,
+      ...env,
+    }),
+  );
+  const silent = (await import('pino')).pino({ level: 'silent' });
+  const proxy = await createAudioProxy({ config, logger: silent });
+  const { url, metricsUrl } = await proxy.listen({
+    host: '127.0.0.1',
+    port: 0,
+    metricsHost: '127.0.0.1',
+    metricsPort: 0,
+  });
+  return {
+    proxy,
+    url,
+    metricsUrl,
+    config,
+    fixtures,
+    spawns: () => logger.pids(),
+    close: () => proxy.close(),
+  };
+}
+
+export interface RawResponse {
+  readonly status: number;
+  readonly headers: Record<string, string | string[] | undefined>;
+  readonly body: Buffer;
+  /** false when the connection was torn down before the terminating chunk */
+  readonly complete: boolean;
+}
+
+/** GET/HEAD with node:http, keeping the raw path byte for byte (`local://` keeps its `//`). */
+export function get(
+  base: string,
+  path: string,
+  opts: {
+    method?: string;
+    headers?: Record<string, string>;
+    signal?: AbortSignal;
+    onFirstByte?: () => void;
+  } = {},
+): Promise<RawResponse> {
+  const url = new URL(base);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        host: url.hostname,
+        port: url.port,
+        path,
+        method: opts.method ?? 'GET',
+        headers: opts.headers,
+        signal: opts.signal,
+        agent: false,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        let first = true;
+        res.on('data', (c: Buffer) => {
+          if (first) {
+            first = false;
+            opts.onFirstByte?.();
+          }
+          chunks.push(c);
+        });
+        const done = (complete: boolean) =>
+          resolve({
+            status: res.statusCode ?? 0,
+            headers: res.headers,
+            body: Buffer.concat(chunks),
+            complete,
+          });
+        res.on('end', () => done(true));
+        res.on('error', () => done(false));
+        res.on('aborted', () => done(false));
+      },
+    );
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+export async function waitFor(
+  predicate: () => boolean | Promise<boolean>,
+  timeoutMs = 10_000,
+  stepMs = 20,
+): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (Date.now() < end) {
+    if (await predicate()) return;
+    await new Promise((r) => setTimeout(r, stepMs));
+  }
+  throw new Error('condition not met in time');
+}
