@@ -57,6 +57,18 @@ export const DEFAULT_PRESIGN_TTL_S = 300;
 export const DEFAULT_METRICS_BIND = '127.0.0.1';
 /** The port Prometheus' allocation list gives a generic exporter. */
 export const DEFAULT_METRICS_PORT = 9568;
+/** Renders a worker pool serves before it is replaced; ~2 min of work at 2 slots, <1% cost (measured). */
+export const DEFAULT_MAX_RENDERS_PER_WORKER_POOL = 500;
+/** Probes a probe pool serves before it is replaced; same reasoning, probes are shorter. */
+export const DEFAULT_MAX_PROBES_PER_WORKER_POOL = 500;
+/** How long a ready ticket's reservation waits for its claim, in seconds. */
+export const DEFAULT_WAITING_ROOM_RESERVATION_S = 30;
+/** A queued ticket not polled for this long is dropped, in seconds (a few missed polls). */
+export const DEFAULT_WAITING_ROOM_HEARTBEAT_S = 30;
+/** Tickets the room holds before it answers 429. */
+export const DEFAULT_WAITING_ROOM_MAX_LENGTH = 100;
+/** Bytes of hot variant bodies kept in memory for HIT serving (0 = off). */
+export const DEFAULT_HIT_CACHE_BYTES = 64 * 1024 * 1024;
 /** Probe slots per render slot; a probe is ~45 ms of CPU, so the probe pool may be wider. */
 export const PROBE_CONCURRENCY_FACTOR = 4;
 /** Shortest HMAC-SHA256 key, in bytes; RFC 2104 asks for at least the hash length. */
@@ -174,6 +186,20 @@ export interface Config {
   readonly s3: S3Profile;
   /** The variant store's S3 profile; equal to `s3` when no AP_VARIANT_S3_* is set. */
   readonly variantS3: S3Profile;
+  /** Renders a render worker pool serves before it is swapped for a fresh one; 0 = never. @default 500 */
+  readonly maxRendersPerWorkerPool: number;
+  /** Probes a probe worker pool serves before it is swapped; 0 = never. @default 500 */
+  readonly maxProbesPerWorkerPool: number;
+  /** The ticketed waiting room and its endpoints. @default false */
+  readonly waitingRoom: boolean;
+  /** @default 30 */
+  readonly waitingRoomReservationS: number;
+  /** @default 30 */
+  readonly waitingRoomHeartbeatS: number;
+  /** @default 100 */
+  readonly waitingRoomMaxLength: number;
+  /** In-memory bound for hot variant bodies served as HITs; 0 = off. @default 64 MiB */
+  readonly hitCacheBytes: number;
   /** Absolute path of an ffmpeg executable. @default undefined (PATH, then the npm binary) */
   readonly ffmpegPath: string | undefined;
   /** Absolute path of an ffprobe executable. @default undefined (PATH, then the npm binary) */
@@ -460,6 +486,55 @@ export const CONFIG_VARIABLES = [
     default: 'none with an own identity; the source token when the whole identity is inherited',
     rule: 'only together with the full `AP_VARIANT_S3_*` credential group; alone it aborts the boot',
     doc: 'Session token for the variant store’s own identity; never borrowed from `AWS_SESSION_TOKEN`.',
+  },
+  {
+    name: 'AP_MAX_RENDERS_PER_WORKER_POOL',
+    section: S_LIMITS,
+    default: `\`${DEFAULT_MAX_RENDERS_PER_WORKER_POOL}\``,
+    rule: `${RULE.nonNegative}; 0 never recycles`,
+    doc: 'Renders a render worker pool serves before the process supervisor drains it and starts a fresh one (workers that leak are replaced without dropping work).',
+  },
+  {
+    name: 'AP_MAX_PROBES_PER_WORKER_POOL',
+    section: S_LIMITS,
+    default: `\`${DEFAULT_MAX_PROBES_PER_WORKER_POOL}\``,
+    rule: `${RULE.nonNegative}; 0 never recycles`,
+    doc: 'Probes a probe worker pool serves before it is recycled the same way.',
+  },
+  {
+    name: 'AP_WAITING_ROOM',
+    section: S_LIMITS,
+    default: '`false`',
+    rule: RULE.boolean,
+    doc: 'Enables the ticketed waiting room (`POST /api/v1/queue/join`, `GET /api/v1/queue/status`, `DELETE /api/v1/queue/ticket`).',
+  },
+  {
+    name: 'AP_WAITING_ROOM_RESERVATION_SECONDS',
+    section: S_LIMITS,
+    default: `\`${DEFAULT_WAITING_ROOM_RESERVATION_S}\``,
+    rule: RULE.timeout,
+    doc: 'How long a ready ticket holds its render slot waiting for the session to claim it.',
+  },
+  {
+    name: 'AP_WAITING_ROOM_HEARTBEAT_SECONDS',
+    section: S_LIMITS,
+    default: `\`${DEFAULT_WAITING_ROOM_HEARTBEAT_S}\``,
+    rule: RULE.timeout,
+    doc: 'A queued ticket whose holder has not polled its status for this long is dropped.',
+  },
+  {
+    name: 'AP_WAITING_ROOM_MAX_LENGTH',
+    section: S_LIMITS,
+    default: `\`${DEFAULT_WAITING_ROOM_MAX_LENGTH}\``,
+    rule: RULE.positive,
+    doc: 'Tickets the room holds; a join beyond it is a 429 with `Retry-After`.',
+  },
+  {
+    name: 'AP_HIT_CACHE_BYTES',
+    section: S_STORE,
+    default: `\`${DEFAULT_HIT_CACHE_BYTES}\` (64 MiB)`,
+    rule: `${RULE.nonNegative}; 0 disables it`,
+    doc: 'Memory bound for hot variant bodies kept in process to serve HITs without touching the store.',
   },
   {
     name: 'AP_FFMPEG_PATH',
@@ -1143,6 +1218,38 @@ export function loadConfig(env: Env, opts: LoadConfigOptions = {}): Config {
   const allowOrigin = origin(ld, 'AP_ALLOW_ORIGIN');
   const s3 = sourceS3(ld);
   const variant = variantS3(ld, s3);
+  const maxRendersPerWorkerPool = integer(
+    ld,
+    'AP_MAX_RENDERS_PER_WORKER_POOL',
+    DEFAULT_MAX_RENDERS_PER_WORKER_POOL,
+    'nonNegative',
+  );
+  const maxProbesPerWorkerPool = integer(
+    ld,
+    'AP_MAX_PROBES_PER_WORKER_POOL',
+    DEFAULT_MAX_PROBES_PER_WORKER_POOL,
+    'nonNegative',
+  );
+  const waitingRoom = boolean(ld, 'AP_WAITING_ROOM', false);
+  const waitingRoomReservationS = integer(
+    ld,
+    'AP_WAITING_ROOM_RESERVATION_SECONDS',
+    DEFAULT_WAITING_ROOM_RESERVATION_S,
+    'timeout',
+  );
+  const waitingRoomHeartbeatS = integer(
+    ld,
+    'AP_WAITING_ROOM_HEARTBEAT_SECONDS',
+    DEFAULT_WAITING_ROOM_HEARTBEAT_S,
+    'timeout',
+  );
+  const waitingRoomMaxLength = integer(
+    ld,
+    'AP_WAITING_ROOM_MAX_LENGTH',
+    DEFAULT_WAITING_ROOM_MAX_LENGTH,
+    'positive',
+  );
+  const hitCacheBytes = integer(ld, 'AP_HIT_CACHE_BYTES', DEFAULT_HIT_CACHE_BYTES, 'nonNegative');
   const ffmpegPath = executable(ld, 'AP_FFMPEG_PATH');
   const ffprobePath = executable(ld, 'AP_FFPROBE_PATH');
 
@@ -1207,6 +1314,13 @@ export function loadConfig(env: Env, opts: LoadConfigOptions = {}): Config {
     allowOrigin,
     s3,
     variantS3: variant,
+    maxRendersPerWorkerPool,
+    maxProbesPerWorkerPool,
+    waitingRoom,
+    waitingRoomReservationS,
+    waitingRoomHeartbeatS,
+    waitingRoomMaxLength,
+    hitCacheBytes,
     ffmpegPath,
     ffprobePath,
   });
