@@ -89,7 +89,7 @@ async function demo(): Promise<void> {
 }
 
 function signCommand(path: string | undefined): void {
-  if (!path || !path.startsWith('/')) {
+  if (!path?.startsWith('/')) {
     process.stderr.write(`${USAGE}\nsign: give the path to sign, starting with "/"\n`);
     process.exit(2);
   }
