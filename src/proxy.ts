@@ -25,11 +25,17 @@ import {
   retryAfter as semaphoreRetryAfter,
   stats as semaphoreStats,
 } from './actors/semaphoreClient.js';
+import {
+  startProcessSupervisor,
+  stopSupervisor,
+  supervisorStats,
+} from './actors/supervisorClient.js';
 import { createSystem } from './actors/system.js';
 import { type Config, type ConfigProvider, staticConfig } from './config.js';
 import { errorResponse } from './http/errors.js';
 import { createHandler, type RenderRequest, type ResolvedSource } from './http/handler.js';
 import { probeLimiterMachine } from './machines/probeLimiter.js';
+import type { SupervisorState } from './machines/processSupervisor.js';
 import { type ReadinessReply, readinessMachine } from './machines/readiness.js';
 import { renderMachine } from './machines/render.js';
 import { semaphoreMachine } from './machines/semaphore.js';
@@ -41,11 +47,27 @@ import { type ResolvedExecutable, resolveFfmpeg, resolveFfprobe } from './worker
 import { createWorkerPool, type WorkerPool } from './workers/pool.js';
 import { buildProbeArgv, infoBody, parseProbe, probeVerdict } from './workers/probe.js';
 import { runProbe } from './workers/renderClient.js';
+import { PoolProcess, SupervisedPool } from './workers/supervisedPool.js';
 
 /** Readiness reads the semaphore's depth with this deadline; a slow read counts as depth 0. */
 export const READINESS_DEPTH_TIMEOUT_MS = 1_000;
 
 export const VERSION = '0.1.0';
+
+/** Every supervisor state, for the one-hot state gauge. */
+const SUPERVISOR_STATES: readonly SupervisorState[] = [
+  'notStarted',
+  'starting',
+  'running',
+  'draining',
+  'restarting',
+  'failed',
+  'stopping',
+  'stopped',
+];
+
+/** At shutdown, how long running tasks get before their threads (and ffmpeg) are killed. */
+export const POOL_STOP_DRAIN_MS = 10_000;
 
 export interface AudioProxyOptions {
   /** A loaded config, or a provider (tests change limits through a mutable one). */
@@ -81,7 +103,7 @@ export interface AudioProxy {
   };
   readonly renders: RenderService;
   readonly probes: ProbeService;
-  readonly pools: { readonly render: WorkerPool; readonly probe: WorkerPool };
+  readonly pools: { readonly render: SupervisedPool; readonly probe: SupervisedPool };
   readonly metrics: Metrics;
   readonly ffmpeg: ResolvedExecutable;
   readonly ffprobe: ResolvedExecutable;
@@ -121,9 +143,24 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
   });
   const readiness = createActor(readinessMachine);
 
-  // 3. pools (sized to the admission capacity: the semaphore is the only queue)
-  const renderPool = createWorkerPool({ name: 'render', size: boot.maxConcurrency });
-  const probePool = createWorkerPool({ name: 'probe', size: boot.maxProbeConcurrency });
+  // 3. pools (sized to the admission capacity: the semaphore is the only queue), each owned by
+  // a process supervisor that starts it lazily, recycles it after N tasks and replaces it when
+  // it stops answering health probes.
+  const supervisedPool = (name: 'render' | 'probe', size: number, maxTasks: () => number) => {
+    const process = new PoolProcess(() => createWorkerPool({ name, size }));
+    const supervisor = startProcessSupervisor({ process, maxTasks });
+    return new SupervisedPool({ name, size, supervisor, process });
+  };
+  const renderPool = supervisedPool(
+    'render',
+    boot.maxConcurrency,
+    () => provider.get().maxRendersPerWorkerPool,
+  );
+  const probePool = supervisedPool(
+    'probe',
+    boot.maxProbeConcurrency,
+    () => provider.get().maxProbesPerWorkerPool,
+  );
 
   // 4. services
   const renderLogic = renderMachine;
@@ -188,6 +225,43 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
   const metrics = new Metrics({
     slots: () => semaphoreStats(semaphore, 1_000),
     rendersRunning: () => renders.running,
+    extra: async () =>
+      [renderPool, probePool].flatMap((p) => {
+        const s = supervisorStats(p.supervisor);
+        const labels = { pool: p.name };
+        return [
+          {
+            name: 'audio_proxy_worker_pool_restarts',
+            help: 'Worker pool restarts since boot (recycles and replacements).',
+            value: s.restarts,
+            labels,
+          },
+          {
+            name: 'audio_proxy_worker_pool_generation',
+            help: 'Current worker pool incarnation.',
+            value: s.generation,
+            labels,
+          },
+          {
+            name: 'audio_proxy_worker_pool_tasks_since_start',
+            help: 'Tasks the current worker pool has been given.',
+            value: s.tasksSinceStart,
+            labels,
+          },
+          {
+            name: 'audio_proxy_worker_pool_healthy',
+            help: '1 unless the supervisor is in failed.',
+            value: s.healthy ? 1 : 0,
+            labels,
+          },
+          ...SUPERVISOR_STATES.map((state) => ({
+            name: 'audio_proxy_worker_pool_state',
+            help: 'The supervisor state (1 for the current one).',
+            value: s.state === state ? 1 : 0,
+            labels: { ...labels, state },
+          })),
+        ];
+      }),
   });
   const detachLog = attachRenderLog(logger);
 
@@ -211,10 +285,26 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
   };
 
   const ffmpegVersionInfo = { path: ffmpeg.path, source: ffmpeg.source };
+  const poolHealth = () =>
+    Object.fromEntries(
+      [renderPool, probePool].map((p) => {
+        const s = supervisorStats(p.supervisor);
+        return [
+          p.name,
+          {
+            state: s.state,
+            healthy: s.healthy,
+            restarts: s.restarts,
+            lastRestartReason: s.lastRestartReason,
+          },
+        ];
+      }),
+    );
   const handler = createHandler({
     config: provider,
     version: VERSION,
     ffmpeg: () => ffmpegVersionInfo,
+    pools: poolHealth,
     nowMs: now,
     ready,
     probe: (source) => probes.probe(source),
@@ -275,13 +365,23 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
         actor: () => readiness,
       },
       {
+        // Supervisors start their pools lazily; stopping drains up to a bound, then kills.
         name: 'pools',
-        start: async () => {
-          await Promise.all([renderPool.start(), probePool.start()]);
+        // Warmed at boot with one echo each, so the first request does not pay for the threads'
+        // start (and a probe deadline is never spent waiting for a pool to come up).
+        start: async (): Promise<SupervisedPool[]> => {
+          await Promise.all(
+            [renderPool, probePool].map((p) => p.run({ kind: 'echo', value: 'warm' })),
+          );
+          return [renderPool, probePool];
         },
-        stop: async () => {
-          await Promise.all([renderPool.stop(), probePool.stop()]);
+        stop: async (pools: SupervisedPool[]) => {
+          await Promise.all(
+            pools.map((p) => stopSupervisor(p.supervisor, { drainTimeoutMs: POOL_STOP_DRAIN_MS })),
+          );
+          for (const p of pools) p.supervisor.stop();
         },
+        stopTimeoutMs: POOL_STOP_DRAIN_MS + 10_000,
       },
       {
         name: 'renders',

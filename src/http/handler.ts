@@ -16,6 +16,7 @@
  *   answers 429 before the render started (no slot in time), 504 after it started, and tears the
  *   stream down once bytes have been sent.
  */
+import { randomBytes } from 'node:crypto';
 import diagnostics from 'node:diagnostics_channel';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AnyActorRef } from 'xstate';
@@ -70,6 +71,8 @@ export type ProbeOutcome =
   | { readonly ok: false; readonly failure: Failure };
 
 export interface RenderRequest {
+  /** A semaphore slot id to take over instead of requesting one (a waiting-room claim). */
+  readonly adoptSlotId?: string;
   readonly key: string;
   readonly options: RenderOptions;
   readonly source: ResolvedSource;
@@ -95,6 +98,8 @@ export interface HandlerServices {
     readonly source: string;
     readonly version?: string;
   };
+  /** Worker pool supervisors' state for /health (a restart in progress still reads healthy). */
+  readonly pools?: () => Record<string, unknown>;
   nowMs(): number;
   ready(): Promise<{ ready: boolean; queued: number; threshold: number }>;
   /** Resolves a remote source to something ffmpeg can open (presigning); local is handled here. */
@@ -107,6 +112,38 @@ export interface HandlerServices {
   ): Promise<SubscribeOutcome>;
   unsubscribe(coordinator: AnyActorRef, subscriberId: string): Promise<void>;
   retryAfterS(): Promise<number>;
+  /** Present when AP_WAITING_ROOM is on. */
+  readonly waitingRoom?: WaitingRoomEndpoints;
+}
+
+/** What the handler needs from the waiting room (see actors/waitingRoomService.ts). */
+export interface WaitingRoomEndpoints {
+  join(
+    session: string,
+  ): Promise<{ type: 'ticket'; ticket: unknown } | { type: 'full'; retryAfterS: number }>;
+  status(session: string): Promise<{ type: 'ticket'; ticket: unknown } | { type: 'unknown' }>;
+  leave(session: string): Promise<{ type: 'left' } | { type: 'unknown' }>;
+  /** Claims the session's reservation; the slot id its render takes over, or null. */
+  claim(session: string): Promise<string | null>;
+  runEnded(session: string, cancelled: boolean): void;
+}
+
+/** The waiting room's session cookie. */
+export const SESSION_COOKIE = 'ap_session';
+const SESSION_BYTES = 18; // 144 bits: unguessable, 24 url-safe characters
+const SESSION_SHAPE = /^[A-Za-z0-9_-]{16,64}$/;
+
+function sessionOf(req: IncomingMessage): string | undefined {
+  const header = req.headers.cookie;
+  if (!header) return undefined;
+  for (const part of header.split(';')) {
+    const [name, ...rest] = part.trim().split('=');
+    if (name === SESSION_COOKIE) {
+      const value = rest.join('=');
+      return SESSION_SHAPE.test(value) ? value : undefined;
+    }
+  }
+  return undefined;
 }
 
 let subscriberSeq = 0;
@@ -176,6 +213,10 @@ async function route(x: Exchange, config: Config, services: HandlerServices, met
     x.res.end();
     return;
   }
+  if (path.startsWith('/api/v1/queue/') && services.waitingRoom) {
+    await queueEndpoint(x, services.waitingRoom, path, method);
+    return;
+  }
   if (method !== 'GET' && method !== 'HEAD') {
     fail(x, { type: 'not_found', scope: 'route' });
     return;
@@ -187,7 +228,12 @@ async function route(x: Exchange, config: Config, services: HandlerServices, met
       x,
       200,
       { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' },
-      json({ status: 'ok', version: services.version, ffmpeg }),
+      json({
+        status: 'ok',
+        version: services.version,
+        ffmpeg,
+        ...(services.pools ? { pools: services.pools() } : {}),
+      }),
     );
     return;
   }
@@ -301,6 +347,59 @@ async function route(x: Exchange, config: Config, services: HandlerServices, met
     { key, options: parsed.options, source: resolved },
     successHeaders,
   );
+}
+
+const JSON_NO_STORE = {
+  'content-type': 'application/json; charset=utf-8',
+  'cache-control': 'no-store',
+};
+
+async function queueEndpoint(
+  x: Exchange,
+  room: WaitingRoomEndpoints,
+  path: string,
+  method: string,
+) {
+  let session = sessionOf(x.req);
+  const headers: Record<string, string> = { ...JSON_NO_STORE };
+  if (path === '/api/v1/queue/join' && method === 'POST') {
+    if (!session) {
+      session = randomBytes(SESSION_BYTES).toString('base64url');
+      headers['set-cookie'] = `${SESSION_COOKIE}=${session}; Path=/; HttpOnly; SameSite=Lax`;
+    }
+    const r = await room.join(session);
+    if (r.type === 'full') {
+      send(
+        x,
+        429,
+        { ...headers, 'retry-after': String(Math.max(1, r.retryAfterS)) },
+        json({ error: 'queue_full', message: 'Waiting room is full' }),
+      );
+      return;
+    }
+    send(x, 200, headers, json(r.ticket));
+    return;
+  }
+  if (path === '/api/v1/queue/status' && (method === 'GET' || method === 'HEAD')) {
+    const r = session ? await room.status(session) : ({ type: 'unknown' } as const);
+    if (r.type === 'unknown') {
+      send(x, 404, headers, json({ error: 'not_found', message: 'No such ticket' }));
+      return;
+    }
+    send(x, 200, headers, json(r.ticket));
+    return;
+  }
+  if (path === '/api/v1/queue/ticket' && method === 'DELETE') {
+    const r = session ? await room.leave(session) : ({ type: 'unknown' } as const);
+    if (r.type === 'unknown') {
+      send(x, 404, headers, json({ error: 'not_found', message: 'No such ticket' }));
+      return;
+    }
+    x.res.writeHead(204, { 'cache-control': 'no-store', ...x.cors });
+    x.res.end();
+    return;
+  }
+  fail(x, { type: 'not_found', scope: 'route' });
 }
 
 async function resolveSource(

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { loadConfig, type MutableConfigProvider, mutableConfig } from '../../src/config.js';
 import { type AudioProxy, createAudioProxy } from '../../src/proxy.js';
 import { resolveFfmpeg } from '../../src/workers/ffmpegPath.js';
+import { isAlive as isAliveOs } from '../../src/workers/liveness.js';
 import { type AudioFixtures, makeFixtures } from '../fixtures/audio.js';
 
 export interface Harness {
@@ -23,13 +24,13 @@ export interface Harness {
   close(): Promise<void>;
 }
 
+/**
+ * Whether `pid` is a running process, asked of the OS. A zombie is dead: killed, not yet reaped.
+ * (A child spawned by a worker thread that was terminated is never reaped by Node; it stays a
+ * zombie, holding no resources but its table entry, until the server process exits.)
+ */
 export function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
+  return isAliveOs(pid);
 }
 
 /** A wrapper that logs its pid and execs `target` (real ffmpeg, or a fault script). */

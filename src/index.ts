@@ -1,0 +1,82 @@
+/**
+ * The public surface of `audio-proxy`: re-exports only (see docs/embedding.md).
+ *
+ * - `createAudioProxy`: the whole proxy as a `(req, res)` handler plus lifecycle methods.
+ * - The config loader and providers (`loadConfig`, `staticConfig`, `mutableConfig`).
+ * - The state charts, for use on their own or for inspection.
+ * - The actor runtime (`call`, `cast`, `inbox`, `watch`, `Registry`, `createSystem`).
+ * - The clients of three charts, as namespaces: `semaphoreClient`, `waitingRoomClient`,
+ *   `supervisorClient`.
+ */
+
+export * from './actors/index.js';
+export * as semaphoreClient from './actors/semaphoreClient.js';
+export * as supervisorClient from './actors/supervisorClient.js';
+export * as waitingRoomClient from './actors/waitingRoomClient.js';
+export {
+  CONFIG_VARIABLES,
+  type Config,
+  ConfigError,
+  type ConfigProvider,
+  configOrExit,
+  configWarnings,
+  type LoadConfigOptions,
+  loadConfig,
+  type MutableConfigProvider,
+  mutableConfig,
+  staticConfig,
+} from './config.js';
+export { DEMO_TRACKS, demoRoot, demoUrls, ensureDemoLibrary } from './demo.js';
+export { ERROR_TABLE, type ErrorRow, errorResponse, type Failure } from './http/errors.js';
+export { toRawPath } from './http/rawPath.js';
+export { INSECURE_SIGNATURE, sign } from './http/signature.js';
+export {
+  ADMISSION_QUEUE_EVENTS,
+  type AdmissionQueueEvent,
+  type AdmissionQueueInput,
+  type AdmissionQueueTelemetry,
+  admissionQueueMachine,
+  type TicketView,
+  type WaitingRoomMessage,
+} from './machines/admissionQueue.js';
+export {
+  type ProbeCoordinatorEvent,
+  type ProbeCoordinatorInput,
+  probeCoordinatorMachine,
+} from './machines/probeCoordinator.js';
+export {
+  type ProbeLimiterEvent,
+  type ProbeLimiterInput,
+  type ProbeSlotOutcome,
+  probeLimiterMachine,
+} from './machines/probeLimiter.js';
+export {
+  type Process,
+  type ProcessSupervisorEvent,
+  type ProcessSupervisorInput,
+  processSupervisorMachine,
+  type SupervisorStats,
+} from './machines/processSupervisor.js';
+export { type ReadinessReply, readinessMachine } from './machines/readiness.js';
+export { type RenderEvent, type RenderInput, renderMachine } from './machines/render.js';
+export {
+  type RenderCoordinatorEvent,
+  type RenderCoordinatorInput,
+  renderCoordinatorMachine,
+  type SubscriberMessage,
+} from './machines/renderCoordinator.js';
+export {
+  ADMISSION_CLASSES,
+  type AdmissionClass,
+  type RequestOutcome,
+  type SemaphoreEvent,
+  type SemaphoreInput,
+  type SemaphoreLimits,
+  type SemaphoreStats,
+  type SemaphoreTelemetry,
+  semaphoreMachine,
+  type WaiterMessage,
+} from './machines/semaphore.js';
+export { type AudioProxy, type AudioProxyOptions, createAudioProxy, VERSION } from './proxy.js';
+export { CHANNELS, type ChannelName } from './telemetry/channels.js';
+export { resolveFfmpeg, resolveFfprobe } from './workers/ffmpegPath.js';
