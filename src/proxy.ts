@@ -44,6 +44,7 @@ import { attachRenderLog, createLogger } from './telemetry/logger.js';
 import { Metrics } from './telemetry/metrics.js';
 import { buildPeaksDecodeArgv, buildRenderArgv } from './workers/argv.js';
 import { type ResolvedExecutable, resolveFfmpeg, resolveFfprobe } from './workers/ffmpegPath.js';
+import { peaksFrameBudget } from './workers/peaks.js';
 import { createWorkerPool, type WorkerPool } from './workers/pool.js';
 import { buildProbeArgv, infoBody, parseProbe, probeVerdict } from './workers/probe.js';
 import { runProbe } from './workers/renderClient.js';
@@ -446,20 +447,30 @@ function renderInputFor(
   ffmpegPath: string,
   pool: WorkerPool,
 ) {
-  const { options, source } = request;
-  const argv =
-    options.format === 'peaks'
-      ? buildPeaksDecodeArgv(options, source.input, {
-          sampleRate: 0,
-          channels: options.channels ?? 1,
-        })
-      : buildRenderArgv(options, source.input);
+  const { options, source, media } = request;
+  const input = { ...source.input, ...media };
+  const spec = { executable: ffmpegPath, timeoutMs: config.renderTimeoutS * 1000 };
+  if (options.format !== 'peaks') {
+    return { spec: { ...spec, argv: buildRenderArgv(options, input) }, pool };
+  }
+  // Peaks: ffmpeg decodes to PCM at the source's rate; the worker reduces it to one chunk.
+  const sampleRate = media?.sampleRate ?? PEAKS_FALLBACK_RATE_HZ;
+  const channels = options.channels ?? 1;
   return {
     spec: {
-      executable: ffmpegPath,
-      argv,
-      timeoutMs: config.renderTimeoutS * 1000,
+      ...spec,
+      argv: buildPeaksDecodeArgv(options, input, { sampleRate, channels }),
+      peaks: {
+        channels,
+        pts: options.pts ?? 800,
+        totalFrames: peaksFrameBudget(media?.duration ?? 0, sampleRate, options.trim),
+        sampleRate,
+        format: options.peaksFormat ?? 'json',
+      },
     },
     pool,
   };
 }
+
+/** Peaks of a source whose probe named no rate are decoded at this one. */
+const PEAKS_FALLBACK_RATE_HZ = 44_100;

@@ -149,6 +149,6 @@ function toOutcome(message: ProbeWaiterMessage<ProbeResult>): ProbeOutcome {
   }
   const result = message.result;
   return result.ok
-    ? { ok: true, info: result.info }
+    ? { ok: true, info: result.info, ...(result.media ? { media: result.media } : {}) }
     : { ok: false, failure: { type: result.refusal } };
 }

@@ -150,12 +150,22 @@ export class RenderService {
     };
     const offSlot = inbox<WaiterMessage>(semaphore, slotId, forward);
     const cls = this.#opts.admissionClass;
-    const admission = await call<
+    type Admission =
       | { type: 'granted' }
       | { type: 'queued' }
       | { type: 'queue_full'; retryAfterS: number }
-      | { type: 'already_held' }
-    >(
+      | { type: 'already_held' };
+    let admission: Admission | null = null;
+    if (request.adoptSlotId) {
+      // A waiting-room reservation: take its slot over (1 → 1) instead of asking for another.
+      const moved = await call<
+        { type: 'transferred'; as: 'holder' | 'waiter' } | { type: 'unknown' }
+      >(semaphore, { type: 'transfer', from: request.adoptSlotId, to: slotId });
+      if (moved.type === 'transferred') {
+        admission = { type: moved.as === 'holder' ? 'granted' : 'queued' };
+      }
+    }
+    admission ??= await call<Admission>(
       semaphore,
       cls ? { type: 'request', id: slotId, class: cls } : { type: 'request', id: slotId },
     );

@@ -339,14 +339,31 @@ async function route(x: Exchange, config: Config, services: HandlerServices, met
     fail(x, probe.failure);
     return;
   }
-  // 10. slot and stream
-  await deliver(
-    x,
-    config,
-    services,
-    { key, options: parsed.options, source: resolved },
-    successHeaders,
-  );
+  if (parsed.options.format === 'peaks' && probe.media?.duration === undefined) {
+    // Peaks need the duration to size their buckets; a source without one cannot be drawn.
+    fail(x, { type: 'undecodable_source' });
+    return;
+  }
+  // 10. slot and stream (a ready waiting-room ticket hands its reserved slot over)
+  const session = services.waitingRoom ? sessionOf(x.req) : undefined;
+  const adoptSlotId = session ? await services.waitingRoom!.claim(session) : null;
+  try {
+    await deliver(
+      x,
+      config,
+      services,
+      {
+        key,
+        options: parsed.options,
+        source: resolved,
+        media: probe.media,
+        ...(adoptSlotId ? { adoptSlotId } : {}),
+      },
+      successHeaders,
+    );
+  } finally {
+    if (session && adoptSlotId) services.waitingRoom!.runEnded(session, x.res.destroyed);
+  }
 }
 
 const JSON_NO_STORE = {

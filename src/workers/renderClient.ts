@@ -15,6 +15,9 @@
  *   be recycled), and checks the start time it read at spawn before every signal.
  * - **A thread is terminated (task aborted) only after its ffmpeg was killed**: the other order
  *   would orphan ffmpeg with nobody left to reap it.
+ * - **Acks are coalesced, never withheld from a waiting worker**: they are sent once half the
+ *   window is unacknowledged at the worker, which pauses only at the full mark. Every message
+ *   costs both threads a wake-up, so this saves one round trip per chunk.
  *
  * ## Races
  * - *Worker dies during a cancel*: the cancel stops waiting at once and kills from here.
@@ -44,18 +47,21 @@ import {
   processStartTime,
   TERM_GRACE_MS,
 } from './liveness.js';
-import type { WorkerPool } from './pool.js';
-import type {
-  FailureClass,
-  PeaksSpec,
-  ProbeOutcome,
-  ProcessControl,
-  ProcessSink,
-  ProcessSpec,
-  RenderOutcome,
-  TaskFailure,
+import { PoolError, type WorkerPool } from './pool.js';
+import {
+  type FailureClass,
+  HIGH_WATER_BYTES,
+  type PeaksSpec,
+  type ProbeOutcome,
+  type ProcessControl,
+  type ProcessSink,
+  type ProcessSpec,
+  type RenderOutcome,
+  type TaskFailure,
 } from './renderTask.js';
 
+/** Acks are held here until this much output is unacknowledged at the worker. */
+export const ACK_COALESCE_BYTES = HIGH_WATER_BYTES / 2; // each ack is a round trip; the worker pauses only at the full mark
 /** How long the worker gets to confirm a kill before this thread does it. */
 export const CANCEL_CONFIRM_MS = TERM_GRACE_MS + KILL_WAIT_MS + 250; // its own budget plus a beat
 
@@ -110,6 +116,8 @@ class TaskClient<O extends { type: string }> implements TaskHandle {
   #startTime: string | null = null;
   #exited = false;
   #bytes = 0;
+  #acked = 0;
+  #ackSent = 0;
   #outcome: O | null = null;
   #taskOver = false;
   #detached = false;
@@ -170,7 +178,16 @@ class TaskClient<O extends { type: string }> implements TaskHandle {
       throw new RangeError(`ack bytes must be a non-negative number, got ${String(bytes)}`);
     }
     if (this.#outcome || this.#detached || bytes === 0) return;
-    this.#control.ack(bytes).catch(() => {});
+    this.#acked += bytes;
+    this.#flushAcks();
+  }
+
+  /** Sends the acks held here once half the worker's window is in use (see the header). */
+  #flushAcks(): void {
+    const pending = this.#acked - this.#ackSent;
+    if (pending <= 0 || this.#bytes - this.#ackSent < ACK_COALESCE_BYTES) return;
+    this.#ackSent = this.#acked;
+    this.#control.ack(pending).catch(() => {});
   }
 
   cancel(): Promise<CancelReport> {
@@ -240,10 +257,13 @@ class TaskClient<O extends { type: string }> implements TaskHandle {
     // Our own abort, or the worker died: either way make sure ffmpeg is dead before reporting.
     await this.#killFromHere();
     const reason = this.#killReason;
+    const message = error instanceof Error ? error.message : String(error);
     const detail =
-      reason === null
-        ? `the worker thread died: ${error instanceof Error ? error.message : String(error)}`
-        : `the worker did not answer; ffmpeg was killed from the main thread`;
+      reason !== null
+        ? 'the worker did not answer; ffmpeg was killed from the main thread'
+        : error instanceof PoolError
+          ? `the pool refused the task (${error.code}): ${message}`
+          : `the worker thread died: ${message}`;
     const failure: TaskFailure = {
       type: 'error',
       class: reason ?? 'render_failed',
@@ -278,6 +298,7 @@ class TaskClient<O extends { type: string }> implements TaskHandle {
     if (!this.#live()) return;
     this.#bytes += data.byteLength;
     this.#callbacks.onChunk?.(Buffer.from(data));
+    this.#flushAcks(); // acks held back may now be due, even if the consumer is slow
   }
 
   #onExited(status: number | null, signal: string | null): void {

@@ -32,7 +32,7 @@
  * | Call | Fields | When |
  * |---|---|---|
  * | `sink.pid` | pid | right after spawn |
- * | `sink.chunk` | ArrayBuffer (transferred) | a batch is full, `FLUSH_MS` passed, or at exit |
+ * | `sink.chunk` | ArrayBuffer (transferred) | first read; a batch is full; `FLUSH_MS` passed; exit |
  * | `sink.exited` | exit status, signal | ffmpeg was reaped (the pid is no longer ours) |
  * | `control.ack` | bytes | the consumer took `bytes`; reopens the window |
  * | `control.cancel` | | kill (TERM, grace, KILL); resolves once ffmpeg is reaped |
@@ -49,9 +49,15 @@ import { MAX_PROBE_OUTPUT_BYTES } from './probe.js';
 export { STDERR_TAIL_BYTES };
 
 /** Largest chunk sent to the main thread. */
-export const BATCH_BYTES = 64 * 1024; // bench/workers.ts: 8–64 KiB are equal; one pipe buffer's worth
-/** Longest a byte waits in the worker before it is sent. */
-export const FLUSH_MS = 5; // bench/workers.ts: no wall-time cost vs 20 ms; keeps first-byte latency low
+export const BATCH_BYTES = 64 * 1024; // one full pipe read: fast outputs (wav, flac) already arrive in reads this size
+/**
+ * Longest a byte waits in the worker before it is sent (the first read goes at once). Every
+ * message wakes both threads: bench/workers.ts (4 concurrent mp3 encodes) measured the node
+ * process's CPU vs a main-thread spawn at ≈ 3.2× unbatched, ≈ 2× at 5 ms, 1.15–1.7× at 20 ms,
+ * 1.04–1.4× at 50 ms (≈ 40 messages per encode instead of ≈ 1400 pipe reads), and no deadline
+ * at all saved nothing more. 50 ms is two mp3 frames: nothing a player notices.
+ */
+export const FLUSH_MS = 50;
 /** Unacknowledged bytes at which stdout is paused. */
 export const HIGH_WATER_BYTES = 1_048_576; // the original's mark; the coordinator acks at once
 
@@ -159,8 +165,11 @@ function assertSpec(task: ProcessSpec): void {
   if (typeof task.executable !== 'string' || task.executable === '') {
     throw new TypeError('executable must be a non-empty string');
   }
-  if (!Array.isArray(task.argv) || !task.argv.every((a) => typeof a === 'string')) {
-    throw new TypeError('argv must be an array of strings');
+  if (
+    !Array.isArray(task.argv) ||
+    !task.argv.every((a) => typeof a === 'string' && !a.includes('\0'))
+  ) {
+    throw new TypeError('argv must be an array of strings without NUL bytes');
   }
   if (!Number.isFinite(task.timeoutMs) || task.timeoutMs <= 0) {
     throw new RangeError(`timeoutMs must be a positive number, got ${String(task.timeoutMs)}`);
@@ -495,7 +504,9 @@ class RenderRun extends ProcessRun<RenderOutcome> {
         continue;
       }
       const full = this.#pendingBytes >= this.#batchBytes;
-      if (!full && !this.#partialDue && !this.#stdoutEnded) break;
+      // The very first bytes go out at once: time to first byte is ffmpeg's, not ours.
+      const first = this.#sentBytes === 0;
+      if (!full && !first && !this.#partialDue && !this.#stdoutEnded) break;
       this.#send(this.#take(Math.min(this.#batchBytes, this.#pendingBytes)));
     }
     if (this.#pendingBytes === 0) {

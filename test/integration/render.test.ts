@@ -133,6 +133,32 @@ describe('options change the output', () => {
   });
 });
 
+describe('peaks', () => {
+  it('f:peaks JSON: audiowaveform v2 with pts pixels per channel, from the worker thread', async () => {
+    const r = await get(h.url, '/insecure/f:peaks/pts:100/plain/local://stereo.wav');
+    expect(r.status).toBe(200);
+    expect(r.headers['content-type']).toContain('application/json');
+    const peaks = JSON.parse(r.body.toString());
+    expect(peaks).toMatchObject({ version: 2, channels: 1, sample_rate: 44100, bits: 16, length: 100 });
+    expect(peaks.samples_per_pixel).toBe(Math.ceil((3 * 44100) / 100));
+    expect(peaks.data).toHaveLength(100 * 2);
+    // a 1/8-amplitude tone: every pixel's max is about 4096 and its min about -4096
+    expect(Math.max(...peaks.data)).toBeGreaterThan(3500);
+    expect(Math.min(...peaks.data)).toBeLessThan(-3500);
+  });
+
+  it('f:peaks dat: the 24-byte little-endian header, then int16 pairs', async () => {
+    const r = await get(h.url, '/insecure/f:peaks/pk_fmt:dat/ch:2/pts:50/t:0:1/plain/local://stereo.wav');
+    expect(r.status).toBe(200);
+    expect(r.headers['content-type']).toBe('application/octet-stream');
+    const b = r.body;
+    expect(b.readInt32LE(0)).toBe(2);
+    expect(b.readInt32LE(20)).toBe(2); // channels
+    expect(b.readUInt32LE(16)).toBe(50); // length
+    expect(b.length).toBe(24 + 50 * 2 * 2 * 2);
+  });
+});
+
 describe('the status table for bad input', () => {
   it('401 for a bad signature, 422 for bad options, 404 for a missing source, 410 when expired', async () => {
     expect((await get(h.url, '/nope/f:mp3/plain/local://stereo.wav')).status).toBe(401);
