@@ -31,6 +31,12 @@ import {
   supervisorStats,
 } from './actors/supervisorClient.js';
 import { createSystem } from './actors/system.js';
+import {
+  join as waitingRoomJoin,
+  leave as waitingRoomLeave,
+  status as waitingRoomStatus,
+} from './actors/waitingRoomClient.js';
+import { WaitingRoomService } from './actors/waitingRoomService.js';
 import { type Config, type ConfigProvider, staticConfig } from './config.js';
 import { errorResponse } from './http/errors.js';
 import { createHandler, type RenderRequest, type ResolvedSource } from './http/handler.js';
@@ -103,6 +109,8 @@ export interface AudioProxy {
     readonly readiness: Actor<typeof readinessMachine>;
   };
   readonly renders: RenderService;
+  /** Present when AP_WAITING_ROOM is on. */
+  readonly waitingRoom: WaitingRoomService | undefined;
   readonly probes: ProbeService;
   readonly pools: { readonly render: SupervisedPool; readonly probe: SupervisedPool };
   readonly metrics: Metrics;
@@ -301,6 +309,11 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
         ];
       }),
     );
+  // The waiting room (AP_WAITING_ROOM): tickets in front of the render slots.
+  const waitingRoom = boot.waitingRoom
+    ? new WaitingRoomService({ semaphore, config: provider, now })
+    : undefined;
+
   const handler = createHandler({
     config: provider,
     version: VERSION,
@@ -312,6 +325,18 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
     subscribe: (request, id, onMessage) => renders.subscribe(request, id, onMessage),
     unsubscribe: (coordinator, id) => renders.unsubscribe(coordinator, id),
     retryAfterS: () => semaphoreRetryAfter(semaphore),
+    ...(waitingRoom
+      ? {
+          waitingRoom: {
+            join: (session: string) => waitingRoomJoin(waitingRoom.room, session),
+            status: (session: string) => waitingRoomStatus(waitingRoom.room, session),
+            leave: (session: string) => waitingRoomLeave(waitingRoom.room, session),
+            claim: (session: string) => waitingRoom.claim(session),
+            runEnded: (session: string, cancelled: boolean) =>
+              waitingRoom.runEnded(session, cancelled),
+          },
+        }
+      : {}),
   });
 
   const metricsHandler = async (req: IncomingMessage, res: ServerResponse) => {
@@ -428,10 +453,12 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
       for (const s of closing) s.closeAllConnections();
       for (const off of unpublish.splice(0)) off();
       detachLog();
+      waitingRoom?.stop();
       metrics.close();
     },
     actors: { semaphore, probeLimiter, readiness },
     renders,
+    waitingRoom,
     probes,
     pools: { render: renderPool, probe: probePool },
     metrics,

@@ -9,16 +9,19 @@
  *   frees the slot if a grant got there first and drops the waiter otherwise.
  * - **No stray message**: a grant or displacement that lands after the caller gave up is taken
  *   by the same inbox and discarded; the inbox is removed before `acquire` settles.
+ * - **A waiter is small**: one object, one inbox closure and the caller's promise (~0.75 KB
+ *   with the semaphore's entry), so deep queues cost memory in proportion, not in frames.
  * - **One in-flight `acquire` per id per semaphore**: a second one answers `already_held`
  *   without a round trip (the id is waiting or holding, and its inbox belongs to the first).
  *
  * ## Races
- * - *Grant after timeout*: the timer settles the wait, and a grant can still arrive before the
- *   release is sent (any code that runs between the two). `release` is a call, answered in the
- *   transition that handles it, so by the time it resolves every message the semaphore sent
- *   this id before it is already in the inbox, and nothing can follow: the drain is exact.
- * - *Grant in the same step as the `queued` reply* (capacity raised): the inbox is registered
- *   before the request is sent, and keeps a message that arrives before anyone waits on it.
+ * - *Grant after giving up*: a timeout or abort releases at once, but if it fires while the
+ *   semaphore is mid-step (from a listener, say) that release queues behind a grant already on
+ *   its way. The inbox keeps and ignores it; the release then frees the slot. `release` is a
+ *   call answered by the step that handles it, so once it resolves nothing more can come for
+ *   the id, and only then is the id free for another `acquire`: the drain is exact.
+ * - *Grant before the caller reads `queued`*: another caller's release can run between the
+ *   reply and its reading. The inbox is registered before the request and keeps the grant.
  *
  * ## Outcomes
  * | Helper | Answers |
@@ -69,10 +72,9 @@ export type AcquireOutcome =
   | { readonly type: 'already_held' };
 
 const OK = Object.freeze({ type: 'ok' as const });
+const RELEASE_CALL = Object.freeze({ timeout: RELEASE_TIMEOUT_MS });
 const TIMEOUT: AcquireOutcome = Object.freeze({ type: 'timeout' });
 const ALREADY_HELD: AcquireOutcome = Object.freeze({ type: 'already_held' });
-const TIMED_OUT = Symbol('timed out');
-const ABORTED = Symbol('aborted');
 
 /** Ids with an `acquire` in flight, per semaphore. */
 const inFlight = new WeakMap<AnyActorRef, Set<string>>();
@@ -131,75 +133,123 @@ export function acquire(
   if (ids === undefined) inFlight.set(sem, (ids = new Set()));
   if (ids.has(id)) return Promise.resolve(ALREADY_HELD);
   ids.add(id);
-  return acquireFor(sem, id, cls, timeoutMs, signal, ids);
+  const inFlightIds = ids;
+  return new Promise<AcquireOutcome>((resolve, reject) => {
+    new Acquisition(sem, id, timeoutMs, signal, inFlightIds, resolve, reject).send(cls);
+  });
 }
 
-async function acquireFor(
-  sem: AnyActorRef,
-  id: string,
-  cls: AdmissionClass | undefined,
-  timeoutMs: number,
-  signal: AbortSignal | undefined,
-  ids: Set<string>,
-): Promise<AcquireOutcome> {
-  let early: WaiterMessage | undefined;
-  let settle: ((value: WaiterMessage | typeof TIMED_OUT | typeof ABORTED) => void) | undefined;
-  // Registered before the request: a grant may arrive in the very step that answers `queued`.
-  // After the wait is settled this same handler is the drain: it keeps and ignores.
-  const stopInbox = inbox<WaiterMessage>(sem, id, (message) => {
-    const waiting = settle;
-    if (waiting === undefined) early ??= message;
-    else {
-      settle = undefined;
-      waiting(message);
+/**
+ * One `acquire` in flight. A plain object with prototype methods rather than a suspended async
+ * function or per-instance arrow fields: a queued waiter lives as long as it waits, and this
+ * keeps it to one object, one inbox closure and the caller's promise.
+ */
+class Acquisition {
+  /** A message that arrived while nobody waited for one: before `queued`, or after giving up. */
+  private early: WaiterMessage | undefined = undefined;
+  /** True only while queued and waiting for `granted`/`displaced`. */
+  private waiting = false;
+  private timer: ReturnType<typeof setTimeout> | undefined = undefined;
+  private onAbort: (() => void) | undefined = undefined;
+  private readonly stopInbox: () => void;
+
+  constructor(
+    private readonly sem: AnyActorRef,
+    private readonly id: string,
+    private readonly timeoutMs: number,
+    private readonly signal: AbortSignal | undefined,
+    private readonly ids: Set<string>,
+    private readonly resolve: (outcome: AcquireOutcome) => void,
+    private readonly reject: (error: unknown) => void,
+  ) {
+    // Registered before the request: between the `queued` reply and this object reading it,
+    // another caller's release can already have granted us.
+    this.stopInbox = inbox<WaiterMessage>(sem, id, (message) => this.deliver(message));
+  }
+
+  send(cls: AdmissionClass | undefined): void {
+    call<RequestOutcome>(this.sem, requestEvent(this.id, cls)).then(
+      (outcome) => this.answered(outcome),
+      (error) => this.failed(error),
+    );
+  }
+
+  private deliver(message: WaiterMessage): void {
+    if (!this.waiting) {
+      this.early ??= message; // kept until `answered`, or drained after giving up
+      return;
     }
-  });
-  try {
-    let outcome: RequestOutcome;
-    try {
-      outcome = await call<RequestOutcome>(sem, requestEvent(id, cls));
-    } catch (error) {
-      // A wedged semaphore may still handle the request later; leave nothing behind for it.
-      if (error instanceof CallError && error.code === 'ERR_CALL_TIMEOUT') {
-        cast(sem, { type: 'release', id });
+    this.waiting = false;
+    this.disarm();
+    this.finish(message);
+  }
+
+  private answered(outcome: RequestOutcome): void {
+    if (outcome.type !== 'queued') {
+      this.finish(outcome);
+      return;
+    }
+    if (this.early !== undefined) {
+      this.finish(this.early);
+      return;
+    }
+    this.waiting = true;
+    if (this.timeoutMs !== Number.POSITIVE_INFINITY) {
+      this.timer = setTimeout(() => this.giveUp(TIMEOUT), this.timeoutMs);
+    }
+    if (this.signal !== undefined) {
+      this.onAbort = () => this.giveUp(undefined);
+      this.signal.addEventListener('abort', this.onAbort, { once: true });
+    }
+  }
+
+  private failed(error: unknown): void {
+    // A wedged semaphore may still handle the request later; leave nothing behind for it.
+    if (error instanceof CallError && error.code === 'ERR_CALL_TIMEOUT') {
+      cast(this.sem, { type: 'release', id: this.id });
+    }
+    this.cleanUp();
+    this.reject(error);
+  }
+
+  /**
+   * Releases the id, then drains. The release frees the slot if a grant got there first; a
+   * grant or displacement the semaphore sent before handling the release lands in `deliver`
+   * (kept, ignored); once the release is answered nothing more can come for this id. Only
+   * then is the id free for another `acquire`. `outcome` undefined means aborted.
+   */
+  private giveUp(outcome: AcquireOutcome | undefined): void {
+    if (!this.waiting) return;
+    this.waiting = false;
+    this.disarm();
+    void release(this.sem, this.id).then(() => {
+      this.cleanUp();
+      if (outcome !== undefined) this.resolve(outcome);
+      else {
+        this.reject(
+          new CallError('ERR_CALL_ABORTED', 'acquire aborted while queued', {
+            cause: this.signal?.reason,
+          }),
+        );
       }
-      throw error;
-    }
-    if (outcome.type !== 'queued') return outcome;
-    const waited =
-      early ??
-      (await new Promise<WaiterMessage | typeof TIMED_OUT | typeof ABORTED>((resolve) => {
-        let timer: ReturnType<typeof setTimeout> | undefined;
-        const onAbort = () => giveUp(ABORTED);
-        const giveUp = (why: typeof TIMED_OUT | typeof ABORTED) => {
-          if (settle !== finish) return;
-          settle = undefined;
-          finish(why);
-        };
-        const finish = (value: WaiterMessage | typeof TIMED_OUT | typeof ABORTED) => {
-          if (timer !== undefined) clearTimeout(timer);
-          signal?.removeEventListener('abort', onAbort);
-          resolve(value);
-        };
-        settle = finish;
-        if (timeoutMs !== Number.POSITIVE_INFINITY) {
-          timer = setTimeout(() => giveUp(TIMED_OUT), timeoutMs);
-        }
-        signal?.addEventListener('abort', onAbort, { once: true });
-      }));
-    if (typeof waited === 'object') return waited;
-    // Gave up. Whatever landed since the wait settled is drained by the handler above, and
-    // the release frees the slot if that was a grant.
-    await release(sem, id);
-    if (waited === ABORTED) {
-      throw new CallError('ERR_CALL_ABORTED', 'acquire aborted while queued', {
-        cause: signal?.reason,
-      });
-    }
-    return TIMEOUT;
-  } finally {
-    stopInbox();
-    ids.delete(id);
+    });
+  }
+
+  private finish(outcome: AcquireOutcome): void {
+    this.cleanUp();
+    this.resolve(outcome);
+  }
+
+  private disarm(): void {
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+    if (this.onAbort !== undefined) this.signal?.removeEventListener('abort', this.onAbort);
+    this.onAbort = undefined;
+  }
+
+  private cleanUp(): void {
+    this.stopInbox();
+    this.ids.delete(this.id);
   }
 }
 
@@ -209,7 +259,7 @@ async function acquireFor(
  */
 export async function release(sem: AnyActorRef, id: string): Promise<{ readonly type: 'ok' }> {
   try {
-    await call(sem, { type: 'release', id }, { timeout: RELEASE_TIMEOUT_MS });
+    await call(sem, { type: 'release', id }, RELEASE_CALL);
   } catch (error) {
     if (!(error instanceof CallError)) throw error;
   }

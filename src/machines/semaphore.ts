@@ -1,44 +1,42 @@
 /**
  * The render-slot budget: at most `capacity` encoders at once and at most `queueSize` waiting
- * behind them. Every request is answered in the step that receives it; waiters are granted
- * only by the step that frees a slot, so no handler ever waits for anything.
+ * behind them. Every request is answered by the step that receives it; waiters are granted only
+ * by the step that frees a slot, so no handler ever waits for anything.
  *
  * ## Invariants
  * - **held <= capacity**, unless capacity was lowered: then nothing is granted until it drains.
- * - **waiters <= queueSize**, and the class FIFOs hold exactly the waiters, each once.
- * - **An id is in at most one place**: holding, waiting, or unknown. Asking again: `already_held`.
- * - **A freed slot goes to the oldest waiter of the highest non-empty class**; a caller naming
- *   no class is `interactive`, so traffic without classes is plain FIFO.
- * - **`interactive` is never displaced**; a full queue gives an arrival the place of the newest
+ * - **waiters <= queueSize**; the class FIFOs hold exactly the waiters, each once.
+ * - **An id is in one place at most**: holding, waiting or unknown. Asking again: `already_held`.
+ * - **A freed slot goes to the oldest waiter of the highest non-empty class**. No class given
+ *   means `interactive`, so traffic that names none is plain FIFO.
+ * - **`interactive` is never displaced**: a full queue gives an arrival the place of the newest
  *   waiter of the lowest class strictly below its own, or refuses it.
  * - **held/queued in every telemetry event are the values after that event.**
  *
  * ## Races
  * - *Capacity raised while waiters queue*: a request first grants what the new limit owes the
- *   waiters (`slotsOwed`), then is reconsidered, so an arrival never overtakes them.
- * - *Grant after the caller gave up*: the client releases, then drops what its inbox got
+ *   waiters (`slotsOwed`) and is then reconsidered, so an arrival never overtakes them.
+ * - *Grant after the caller gave up*: the client releases and drops what its inbox got
  *   (`actors/semaphoreClient.ts`); releasing a holder frees the slot, so none leaks.
- * - *Holder or waiter goes away*: `gone` takes the same branches as `release`; a displaced or
+ * - *Holder or waiter goes away*: `gone` takes the branches of `release`; a displaced or
  *   released id is unknown afterwards, so a late `gone` for it changes nothing.
  *
- * ## The table is mutable, and that is safe
- * Holders and waiters live in a `SlotTable`: two maps plus one doubly linked FIFO per class,
- * so enqueue, grant, displacement and removal are O(1) and no event copies the queue. Each step
- * is one `enqueueActions` that mutates the table and queues that step's emits: the actor is the
- * table's only writer and handles one event at a time. Consequences: pure `transition()` tests
- * must clone first (`cloneSemaphoreSnapshot`), as the input snapshot's table is mutated; the
- * snapshot object is reused between events and is not persistable.
+ * ## A mutable table, safely
+ * Holders and waiters live in a `SlotTable` (two maps, one doubly linked FIFO per class): every
+ * operation is O(1) and no event copies the queue. Each step is one `enqueueActions` that
+ * mutates the table and queues that step's emits; the actor is the only writer and handles one
+ * event at a time. So: clone before a pure `transition()` test (`cloneSemaphoreSnapshot`), as
+ * the input snapshot's table is mutated; the snapshot object is reused and not persistable.
  *
- * ## Events (emitted `telemetry`; published by `telemetry/channels.ts`)
+ * ## Events (emitted `telemetry`, published by `telemetry/channels.ts`)
  * | Event | Measurements besides held, queued, queued_<class> | When |
  * |---|---|---|
  * | `acquired` | `wait` (ms, 0 if immediate) | a slot was taken, at once or after queueing |
- * | `queued` | — | a caller joined the wait queue |
- * | `rejected` | `retry_after` (s, the value answered) | the queue was full |
+ * | `queued` / `abandoned` | — | a caller joined the queue / a waiter left before its turn |
+ * | `rejected` | `retry_after` (s, as answered) | the queue was full |
  * | `released` | `duration` (ms held) | a holder gave its slot back or went away |
- * | `abandoned` | — | a waiter left before its turn |
- * | `displaced` | `retry_after` (s, told to the victim) | a waiter lost its place to a higher class |
- * Metadata is `{ capacity, queueSize, class }`; `class` is whoever the event is about.
+ * | `displaced` | `retry_after` (s, as told to the victim) | a waiter lost its place to a higher class |
+ * Metadata is `{ capacity, queueSize, class }`, `class` being whoever the event is about.
  */
 import { type AnyActorRef, enqueueActions, setup } from 'xstate';
 import type { CallEnvelope, NotifyEvent, ReplyEvent } from '../actors/call.js';
@@ -98,7 +96,9 @@ export type SemaphoreEvent =
   | ({ type: 'release'; id: string } & CallEnvelope)
   | { type: 'gone'; id: string; reason?: unknown }
   | ({ type: 'retryAfter' } & CallEnvelope)
-  | ({ type: 'stats' } & CallEnvelope);
+  | ({ type: 'stats' } & CallEnvelope)
+  /** Reply `{ type: 'transferred', as: 'holder' | 'waiter' }`, or `{ type: 'unknown' }`. */
+  | ({ type: 'transfer'; from: string; to: string } & CallEnvelope);
 
 export type SemaphoreTelemetryName =
   | 'acquired'
@@ -188,6 +188,29 @@ export class SlotTable {
     this.waiters.delete(slot.id);
   }
 
+  /**
+   * Gives `from`'s place (a held slot, or a place in its FIFO) to `to`, keeping its class and
+   * times: occupancy never changes, so no other participant can be granted in between.
+   */
+  rename(from: string, to: string): 'holder' | 'waiter' | undefined {
+    const held = this.holders.get(from);
+    if (held) {
+      this.holders.delete(from);
+      this.holders.set(to, { ...held, id: to, prev: undefined, next: undefined });
+      return 'holder';
+    }
+    const waiting = this.waiters.get(from);
+    if (!waiting) return undefined;
+    const moved: Slot = { ...waiting, id: to };
+    if (moved.prev) moved.prev.next = moved;
+    else this.heads[moved.rank] = moved;
+    if (moved.next) moved.next.prev = moved;
+    else this.tails[moved.rank] = moved;
+    this.waiters.delete(from);
+    this.waiters.set(to, moved);
+    return 'waiter';
+  }
+
   /** The oldest waiter of the highest non-empty class. */
   nextWaiter(): Slot | undefined {
     for (let rank = INTERACTIVE; rank <= LOWEST; rank++) {
@@ -245,6 +268,8 @@ export class SlotTable {
 /** Where limits and time come from: fixed at start; the provider inside is read per use. */
 export interface SemaphoreConfig {
   readonly pinned: Partial<SemaphoreLimits>;
+  /** The limits when there is no provider: one frozen object instead of one per operation. */
+  readonly fixed: SemaphoreLimits | undefined;
   readonly limits: (() => SemaphoreLimits) | undefined;
   readonly now: () => number;
 }
@@ -255,15 +280,9 @@ export interface SemaphoreContext {
 }
 
 /** The limits in force for this operation: pinned values win over the provider's. */
-export function limitsOf({ pinned, limits }: SemaphoreConfig): SemaphoreLimits {
-  if (limits === undefined) {
-    return {
-      capacity: pinned.capacity!,
-      queueSize: pinned.queueSize!,
-      renderTimeoutS: pinned.renderTimeoutS ?? DEFAULT_RENDER_TIMEOUT_S,
-    };
-  }
-  const read = limits();
+export function limitsOf({ pinned, fixed, limits }: SemaphoreConfig): SemaphoreLimits {
+  if (fixed !== undefined) return fixed;
+  const read = limits!();
   return {
     capacity: pinned.capacity ?? read.capacity,
     queueSize: pinned.queueSize ?? read.queueSize,
@@ -321,6 +340,7 @@ function telemetry(
 
 type RequestEvent = Extract<SemaphoreEvent, { type: 'request' }>;
 type IdEvent = Extract<SemaphoreEvent, { id: string }>;
+type TransferEvent = Extract<SemaphoreEvent, { type: 'transfer' }>;
 type Addressed = { readonly callId?: number; readonly replyTo?: AnyActorRef };
 
 /** What a step hands XState: its emits, in order, and (for a call) one reply. */
@@ -424,10 +444,17 @@ export const semaphoreMachine = setup({
     },
     isHolder: ({ context, event }) => context.table.holders.has((event as IdEvent).id),
     isWaiter: ({ context, event }) => context.table.waiters.has((event as IdEvent).id),
-    /** A raised capacity left slots free while waiters queue. */
-    slotsOwed: ({ context: { table, config } }) =>
-      table.waiters.size > 0 && table.holders.size < capacityOf(config),
-    slotFree: ({ context: { table, config } }) => table.holders.size < capacityOf(config),
+    /** `from` holds or waits, and `to` is nobody yet. */
+    transferable: ({ context: { table }, event }) => {
+      const { from, to } = event as TransferEvent;
+      const known = (id: string) => table.holders.has(id) || table.waiters.has(id);
+      return known(from) && !known(to);
+    },
+    /** A slot is free and nobody is waiting for it. */
+    slotFree: ({ context: { table, config } }) =>
+      table.waiters.size === 0 && table.holders.size < capacityOf(config),
+    /** A slot is free but someone waits: only after a raise of capacity. */
+    slotsOwed: ({ context: { table, config } }) => table.holders.size < capacityOf(config),
     queueHasRoom: ({ context: { table, config } }) => table.waiters.size < queueSizeOf(config),
     outranksAWaiter: ({ context, event }) =>
       context.table.victimFor(rankOf(event as RequestEvent)) !== undefined,
@@ -483,6 +510,14 @@ export const semaphoreMachine = setup({
       dropWaiter(enqueue, context, event as IdEvent),
     ),
     answerOk: enqueueActions(({ event, enqueue }) => answer(enqueue, event, OK)),
+    transfer: enqueueActions(({ context, event, enqueue }) => {
+      const { from, to } = event as TransferEvent;
+      const as = context.table.rename(from, to)!;
+      answer(enqueue, event, { type: 'transferred', as });
+    }),
+    answerUnknown: enqueueActions(({ event, enqueue }) =>
+      answer(enqueue, event, { type: 'unknown' }),
+    ),
     answerRetryAfter: enqueueActions(({ context, event, enqueue }) =>
       answer(enqueue, event, estimateRetryAfterS(context.table, limitsOf(context.config))),
     ),
@@ -509,8 +544,8 @@ export const semaphoreMachine = setup({
       on: {
         request: [
           { guard: 'isKnown', actions: 'answerAlreadyHeld' },
-          { guard: 'slotsOwed', actions: 'grantOwedThenReconsider' },
           { guard: 'slotFree', actions: 'grant' },
+          { guard: 'slotsOwed', actions: 'grantOwedThenReconsider' },
           { guard: 'queueHasRoom', actions: 'enqueue' },
           { guard: 'outranksAWaiter', actions: 'displaceAndEnqueue' },
           { actions: 'refuse' },
@@ -524,6 +559,8 @@ export const semaphoreMachine = setup({
           { guard: 'isHolder', actions: 'releaseHolder' },
           { guard: 'isWaiter', actions: 'dropWaiter' },
         ],
+        // A reserved slot handed to the request that claims it (the waiting room): 1 → 1.
+        transfer: [{ guard: 'transferable', actions: 'transfer' }, { actions: 'answerUnknown' }],
         retryAfter: { actions: 'answerRetryAfter' },
         stats: { actions: 'answerStats' },
       },
@@ -549,9 +586,17 @@ function contextFrom(input: SemaphoreInput): SemaphoreContext {
   if (capacity !== undefined) Object.assign(pinned, { capacity });
   if (queueSize !== undefined) Object.assign(pinned, { queueSize });
   if (renderTimeoutS !== undefined) Object.assign(pinned, { renderTimeoutS });
+  const fixed =
+    limits === undefined
+      ? Object.freeze({
+          capacity: capacity!,
+          queueSize: queueSize!,
+          renderTimeoutS: renderTimeoutS ?? DEFAULT_RENDER_TIMEOUT_S,
+        })
+      : undefined;
   return {
     table: new SlotTable(),
-    config: { pinned, limits, now: input.now ?? (() => performance.now()) },
+    config: { pinned, fixed, limits, now: input.now ?? (() => performance.now()) },
   };
 }
 

@@ -171,6 +171,10 @@ const semaphore: GraphModel<{ capacity: number }> = {
         ],
         retryAfter: [{ type: 'retryAfter', callId: 6 }],
         stats: [{ type: 'stats', callId: 7 }],
+        transfer: [
+          { type: 'transfer', from: 'a', to: 'room-a', callId: 8 },
+          { type: 'transfer', from: 'nobody', to: 'room-x', callId: 9 },
+        ],
       }),
       { type: 'world.capacity', capacity: capacity === 1 ? 2 : 1 } as EventObject,
     ];

@@ -1,0 +1,345 @@
+/**
+ * Semaphore benchmark: request → grant → release cycles, 4 callers competing for 2 slots, through
+ * three implementations in one run:
+ * - `audio-proxy`: `semaphoreMachine` driven by the real client (`acquire`/`release` over
+ *   `call()` and `inbox()`), with `publishTelemetry` attached as in production;
+ * - `naive XState`: a minimal hand-written chart (immutable arrays in context, an `assign` per
+ *   event) speaking the same protocol, driven by the same client code;
+ * - `p-limit`: `await limit(noop)` per cycle, the floor a plain promise semaphore sets.
+ * Then the cost of joining and leaving a deep queue (where copying a queue per event shows),
+ * and heap per queued waiter: N waiters behind one holder, heap delta after full GCs.
+ *
+ * Every measurement runs in a fresh child process (same Node flags), so no implementation
+ * inherits another's JIT state, and the order rotates each round. Medians are reported, per wall
+ * second and per CPU second of the child: on a shared 2-core box the CPU figure is the steadier.
+ *
+ * Run: `npx tsx --expose-gc bench/semaphore.ts [--cycles 200000] [--rounds 7] [--waiters 1000000]`
+ * (without `--expose-gc` the memory phase is skipped). The figures go to `docs/performance.md`.
+ */
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import pLimit from 'p-limit';
+import { type AnyActorRef, assign, createActor, emit, enqueueActions, setup } from 'xstate';
+import { type CallEnvelope, call, reply } from '../src/actors/call.js';
+import { acquire, release } from '../src/actors/semaphoreClient.js';
+import { semaphoreMachine } from '../src/machines/semaphore.js';
+import { publishTelemetry, SEMAPHORE_PREFIX } from '../src/telemetry/channels.js';
+
+/** The contention shape the target is stated for. */
+const CAPACITY = 2;
+const CALLERS = 4;
+
+function flag(name: string, fallback: number): number {
+  const at = process.argv.indexOf(`--${name}`);
+  return at === -1 ? fallback : Number(process.argv[at + 1]);
+}
+/** Cycles per measurement: long enough for the JIT to settle (about a second each). */
+const CYCLES = flag('cycles', 200_000);
+/** Rounds; medians are reported because this 2-core box is shared and noisy. */
+const ROUNDS = flag('rounds', 7);
+/** Queued waiters for the memory phase (also measured at 100,000). */
+const WAITERS = flag('waiters', 1_000_000);
+/** The naive chart copies its queue per event (O(n²) to fill), so it is measured smaller. */
+const NAIVE_WAITERS = flag('naive-waiters', 20_000);
+
+const IMPLEMENTATIONS = ['audio-proxy', 'naive XState', 'p-limit'] as const;
+type Implementation = (typeof IMPLEMENTATIONS)[number] | 'audio-proxy acquire()';
+
+// --- the naive baseline -----------------------------------------------------------------------
+
+type NaiveEvent =
+  | ({ type: 'request'; id: string } & CallEnvelope)
+  | ({ type: 'release'; id: string } & CallEnvelope);
+
+const naiveMachine = setup({
+  types: {
+    context: {} as { holders: readonly string[]; queue: readonly string[]; capacity: number },
+    events: {} as NaiveEvent,
+    input: {} as { capacity: number },
+  },
+  guards: {
+    known: ({ context, event }) =>
+      context.holders.includes(event.id) || context.queue.includes(event.id),
+    free: ({ context }) => context.holders.length < context.capacity,
+  },
+}).createMachine({
+  context: ({ input }) => ({ holders: [], queue: [], capacity: input.capacity }),
+  on: {
+    request: [
+      { guard: 'known', actions: reply(() => ({ type: 'already_held' })) },
+      {
+        guard: 'free',
+        actions: [
+          assign({ holders: ({ context, event }) => [...context.holders, event.id] }),
+          reply(() => ({ type: 'granted' })),
+        ],
+      },
+      {
+        actions: [
+          assign({ queue: ({ context, event }) => [...context.queue, event.id] }),
+          reply(() => ({ type: 'queued' })),
+        ],
+      },
+    ],
+    release: {
+      actions: [
+        enqueueActions(({ context, event, enqueue }) => {
+          const holders = context.holders.filter((id) => id !== event.id);
+          const queue = context.queue.filter((id) => id !== event.id);
+          const next = queue[0];
+          if (next !== undefined && holders.length < context.capacity) {
+            enqueue.assign({ holders: [...holders, next], queue: queue.slice(1) });
+            enqueue(emit({ type: 'notify', to: next, message: { type: 'granted' } }) as never);
+          } else {
+            enqueue.assign({ holders, queue });
+          }
+        }),
+        reply(() => ({ type: 'ok' })),
+      ],
+    },
+  },
+});
+
+// --- throughput (child side) ------------------------------------------------------------------
+
+type Cycle = (caller: number) => Promise<void>;
+interface Rate {
+  wall: number;
+  cpu: number;
+}
+
+const cpuMs = () => {
+  const { user, system } = process.cpuUsage();
+  return (user + system) / 1_000;
+};
+
+async function run(cycle: Cycle, cycles: number): Promise<Rate> {
+  const perCaller = Math.ceil(cycles / CALLERS);
+  const started = performance.now();
+  const cpuStarted = cpuMs();
+  await Promise.all(
+    Array.from({ length: CALLERS }, async (_, caller) => {
+      for (let i = 0; i < perCaller; i++) await cycle(caller);
+    }),
+  );
+  const done = perCaller * CALLERS;
+  return {
+    wall: done / ((performance.now() - started) / 1_000),
+    cpu: done / ((cpuMs() - cpuStarted) / 1_000),
+  };
+}
+
+function semaphoreCycle(sem: AnyActorRef): Cycle {
+  const ids = Array.from({ length: CALLERS }, (_, i) => `caller-${i}`);
+  return async (caller) => {
+    const id = ids[caller]!;
+    const outcome = await acquire(sem, id);
+    if (outcome.type !== 'granted') throw new Error(`unexpected ${outcome.type}`);
+    await release(sem, id);
+  };
+}
+
+function makeCycle(impl: Implementation): Cycle {
+  if (impl === 'p-limit') {
+    const limit = pLimit(CAPACITY);
+    const noop = () => undefined;
+    return () => limit(noop);
+  }
+  if (impl === 'naive XState') {
+    return semaphoreCycle(createActor(naiveMachine, { input: { capacity: CAPACITY } }).start());
+  }
+  const sem = createActor(semaphoreMachine, {
+    input: { capacity: CAPACITY, queueSize: CALLERS },
+  }).start();
+  publishTelemetry(sem, SEMAPHORE_PREFIX);
+  return semaphoreCycle(sem);
+}
+
+async function throughputChild(impl: Implementation): Promise<Rate> {
+  const cycle = makeCycle(impl);
+  await run(cycle, Math.min(CYCLES, 50_000)); // warm-up, discarded
+  return run(cycle, CYCLES);
+}
+
+// --- queue depth (child side) -----------------------------------------------------------------
+
+/** Join + leave pairs per depth measurement. */
+const DEPTH_PAIRS = flag('depth-pairs', 20_000);
+
+/**
+ * µs per join + leave at a given depth: `depth` waiters are parked behind one holder, then one
+ * caller repeatedly queues at the tail and leaves again, both through `call()`. The semaphore's
+ * table makes both O(1); a chart that copies its queue pays O(depth) per event.
+ */
+async function depthChild(impl: Implementation, depth: number): Promise<number> {
+  const sem =
+    impl === 'naive XState'
+      ? createActor(naiveMachine, { input: { capacity: 1 } }).start()
+      : createActor(semaphoreMachine, { input: { capacity: 1, queueSize: depth + 1 } }).start();
+  if (impl !== 'naive XState') publishTelemetry(sem, SEMAPHORE_PREFIX);
+  sem.send({ type: 'request', id: 'holder' });
+  for (let i = 0; i < depth; i++) sem.send({ type: 'request', id: `parked-${i}` });
+  const pairs = depth >= 10_000 && impl === 'naive XState' ? DEPTH_PAIRS / 10 : DEPTH_PAIRS;
+  const started = performance.now();
+  for (let i = 0; i < pairs; i++) {
+    const outcome = await call<{ type: string }>(sem, { type: 'request', id: 'visitor' });
+    if (outcome.type !== 'queued') throw new Error(`unexpected ${outcome.type}`);
+    await call(sem, { type: 'release', id: 'visitor' });
+  }
+  return ((performance.now() - started) * 1_000) / pairs;
+}
+
+// --- memory (child side) ----------------------------------------------------------------------
+
+function heapUsed(): number {
+  const gc = (globalThis as { gc?: () => void }).gc!;
+  gc();
+  gc();
+  return process.memoryUsage().heapUsed;
+}
+
+/** Bytes of heap per waiter queued behind one holder; ids exist before the baseline. */
+async function memoryChild(impl: Implementation, n: number): Promise<number> {
+  const ids = Array.from({ length: n }, (_, i) => `waiter-${i}`);
+  let keep: unknown;
+  let before: number;
+  if (impl === 'p-limit') {
+    const limit = pLimit(1);
+    const blocked = limit(() => new Promise<void>(() => {}));
+    before = heapUsed();
+    const pending: Promise<unknown>[] = [blocked];
+    for (const _ of ids) pending.push(limit(() => undefined));
+    // The limiter holds the queue: it must stay reachable, or the waiters are collected with it.
+    keep = [pending, limit];
+  } else if (impl === 'naive XState') {
+    const sem = createActor(naiveMachine, { input: { capacity: 1 } }).start();
+    sem.send({ type: 'request', id: 'holder' });
+    before = heapUsed();
+    for (const id of ids) sem.send({ type: 'request', id });
+    keep = sem;
+  } else {
+    const sem = createActor(semaphoreMachine, { input: { capacity: 1, queueSize: n } }).start();
+    publishTelemetry(sem, SEMAPHORE_PREFIX);
+    sem.send({ type: 'request', id: 'holder' });
+    before = heapUsed();
+    if (impl === 'audio-proxy') {
+      // The semaphore's own cost: each waiter is a request cast, nothing waits on it.
+      for (const id of ids) sem.send({ type: 'request', id });
+    } else {
+      // End to end: each waiter is an `acquire()` in flight (promise, inbox, pending call).
+      keep = ids.map((id) => acquire(sem, id));
+    }
+    const queued = sem.getSnapshot().context.table.waiters.size;
+    if (queued !== n) throw new Error(`expected ${n} queued, got ${queued}`);
+    keep = [keep, sem];
+  }
+  await new Promise((resolve) => setImmediate(resolve));
+  const after = heapUsed();
+  if (keep === undefined || ids.length !== n) throw new Error('unreachable');
+  return (after - before) / n;
+}
+
+// --- parent: spawn, collect, report -----------------------------------------------------------
+
+function child(args: string[]): unknown {
+  const result = spawnSync(
+    process.execPath,
+    [...process.execArgv, fileURLToPath(import.meta.url), ...process.argv.slice(2), ...args],
+    { encoding: 'utf8', maxBuffer: 1 << 20 },
+  );
+  if (result.status !== 0) throw new Error(`child ${args.join(' ')} failed:\n${result.stderr}`);
+  const line = result.stdout.trim().split('\n').at(-1)!;
+  return JSON.parse(line);
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
+
+function throughput(): void {
+  const results = Object.fromEntries(IMPLEMENTATIONS.map((i) => [i, [] as Rate[]])) as Record<
+    Implementation,
+    Rate[]
+  >;
+  for (let round = 0; round < ROUNDS; round++) {
+    for (let k = 0; k < IMPLEMENTATIONS.length; k++) {
+      const impl = IMPLEMENTATIONS[(round + k) % IMPLEMENTATIONS.length]!;
+      results[impl].push(child(['--child', impl]) as Rate);
+    }
+  }
+  for (const metric of ['wall', 'cpu'] as const) {
+    console.log(
+      `\ncycles per ${metric === 'wall' ? 'wall' : 'CPU'} second (capacity ${CAPACITY}, ${CALLERS} callers, ${fmt(CYCLES)} cycles, ${ROUNDS} rounds): median [min - max]`,
+    );
+    const medians = {} as Record<Implementation, number>;
+    for (const impl of IMPLEMENTATIONS) {
+      const xs = results[impl].map((r) => r[metric]).sort((a, b) => a - b);
+      medians[impl] = median(xs);
+      console.log(
+        `  ${impl.padEnd(13)} ${fmt(medians[impl]).padStart(10)}  [${fmt(xs[0]!)} - ${fmt(xs.at(-1)!)}]  ${(1e6 / medians[impl]).toFixed(2)} µs/cycle`,
+      );
+    }
+    const ap = medians['audio-proxy'];
+    console.log(`  audio-proxy / naive XState: ${(ap / medians['naive XState']).toFixed(2)}x`);
+    console.log(`  audio-proxy / p-limit:      ${(ap / medians['p-limit']).toFixed(3)}x`);
+  }
+}
+
+function depth(): void {
+  console.log(`\nµs per join + leave at queue depth N (1 holder, N parked; median of 3 children)`);
+  for (const n of [0, 1_000, 10_000, 100_000]) {
+    const cells = (['audio-proxy', 'naive XState'] as const).map((impl) => {
+      // The naive chart needs O(N²) just to park 100,000 waiters: not measured there.
+      if (impl === 'naive XState' && n > 10_000) return '-'.padStart(10);
+      const us = median([0, 1, 2].map(() => child(['--depth', impl, String(n)]) as number));
+      return us.toFixed(2).padStart(10);
+    });
+    console.log(`  N = ${fmt(n).padStart(7)}   audio-proxy ${cells[0]}   naive XState ${cells[1]}`);
+  }
+}
+
+function memory(): void {
+  if (!process.execArgv.includes('--expose-gc')) {
+    console.log('\nmemory phase skipped: run with --expose-gc');
+    return;
+  }
+  console.log('\nheap per queued waiter (1 holder, N waiters; median of 3 children)');
+  const rows: [Implementation, number][] = [
+    ['audio-proxy', 100_000],
+    ['audio-proxy', WAITERS],
+    ['audio-proxy acquire()', 100_000],
+    ['audio-proxy acquire()', WAITERS],
+    ['p-limit', 100_000],
+    ['p-limit', WAITERS],
+    ['naive XState', NAIVE_WAITERS],
+  ];
+  for (const [impl, n] of rows) {
+    const bytes = median([0, 1, 2].map(() => child(['--memory', impl, String(n)]) as number));
+    console.log(
+      `  ${impl.padEnd(13)} ${fmt(n).padStart(9)} waiters  ${fmt(bytes).padStart(5)} B/waiter`,
+    );
+  }
+}
+
+const childAt = process.argv.indexOf('--child');
+const memoryAt = process.argv.indexOf('--memory');
+const depthAt = process.argv.indexOf('--depth');
+if (depthAt !== -1) {
+  const impl = process.argv[depthAt + 1] as Implementation;
+  console.log(JSON.stringify(await depthChild(impl, Number(process.argv[depthAt + 2]))));
+} else if (childAt !== -1) {
+  const rate = await throughputChild(process.argv[childAt + 1] as Implementation);
+  console.log(JSON.stringify(rate));
+} else if (memoryAt !== -1) {
+  const impl = process.argv[memoryAt + 1] as Implementation;
+  console.log(JSON.stringify(await memoryChild(impl, Number(process.argv[memoryAt + 2]))));
+} else {
+  console.log(
+    `node ${process.version}, ${process.arch}, load average ${(await import('node:os'))
+      .loadavg()
+      .map((l) => l.toFixed(1))
+      .join(' ')}`,
+  );
+  throughput();
+  depth();
+  memory();
+}
