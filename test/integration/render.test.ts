@@ -139,7 +139,13 @@ describe('peaks', () => {
     expect(r.status).toBe(200);
     expect(r.headers['content-type']).toContain('application/json');
     const peaks = JSON.parse(r.body.toString());
-    expect(peaks).toMatchObject({ version: 2, channels: 1, sample_rate: 44100, bits: 16, length: 100 });
+    expect(peaks).toMatchObject({
+      version: 2,
+      channels: 1,
+      sample_rate: 44100,
+      bits: 16,
+      length: 100,
+    });
     expect(peaks.samples_per_pixel).toBe(Math.ceil((3 * 44100) / 100));
     expect(peaks.data).toHaveLength(100 * 2);
     // a 1/8-amplitude tone: every pixel's max is about 4096 and its min about -4096
@@ -148,7 +154,10 @@ describe('peaks', () => {
   });
 
   it('f:peaks dat: the 24-byte little-endian header, then int16 pairs', async () => {
-    const r = await get(h.url, '/insecure/f:peaks/pk_fmt:dat/ch:2/pts:50/t:0:1/plain/local://stereo.wav');
+    const r = await get(
+      h.url,
+      '/insecure/f:peaks/pk_fmt:dat/ch:2/pts:50/t:0:1/plain/local://stereo.wav',
+    );
     expect(r.status).toBe(200);
     expect(r.headers['content-type']).toBe('application/octet-stream');
     const b = r.body;
