@@ -14,6 +14,7 @@
  * (each answers only after ffmpeg is dead and its slot released), pools drain and close, and the
  * semaphore goes last.
  */
+import diagnostics from 'node:diagnostics_channel';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
@@ -41,7 +42,7 @@ import { type Config, type ConfigProvider, staticConfig } from './config.js';
 import { errorResponse } from './http/errors.js';
 import { createHandler, type RenderRequest, type ResolvedSource } from './http/handler.js';
 import { probeLimiterMachine } from './machines/probeLimiter.js';
-import type { SupervisorState } from './machines/processSupervisor.js';
+import type { SupervisorState, SupervisorTelemetry } from './machines/processSupervisor.js';
 import { type ReadinessReply, readinessMachine } from './machines/readiness.js';
 import { renderMachine } from './machines/render.js';
 import { semaphoreMachine } from './machines/semaphore.js';
@@ -60,6 +61,9 @@ import { PoolProcess, SupervisedPool } from './workers/supervisedPool.js';
 export const READINESS_DEPTH_TIMEOUT_MS = 1_000;
 
 export const VERSION = '0.1.0';
+
+/** Where every process-supervisor transition is published (message: `{ pool, from, to, … }`). */
+export const WORKER_POOL_TRANSITION_CHANNEL = 'audio_proxy.worker_pool.transition';
 
 /** Every supervisor state, for the one-hot state gauge. */
 const SUPERVISOR_STATES: readonly SupervisorState[] = [
@@ -158,6 +162,11 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
   const supervisedPool = (name: 'render' | 'probe', size: number, maxTasks: () => number) => {
     const process = new PoolProcess(() => createWorkerPool({ name, size }));
     const supervisor = startProcessSupervisor({ process, maxTasks });
+    // Every supervisor transition goes out on the diagnostics channel, labelled with its pool.
+    const transitions = diagnostics.channel(WORKER_POOL_TRANSITION_CHANNEL);
+    supervisor.on('telemetry', (event: SupervisorTelemetry) => {
+      if (transitions.hasSubscribers) transitions.publish({ pool: name, ...event });
+    });
     return new SupervisedPool({ name, size, supervisor, process });
   };
   const renderPool = supervisedPool(
@@ -263,6 +272,12 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
             value: s.healthy ? 1 : 0,
             labels,
           },
+          ...(['max_tasks', 'unhealthy', 'manual'] as const).map((reason) => ({
+            name: 'audio_proxy_worker_pool_last_restart_reason',
+            help: 'Why the pool last restarted (1 for the last reason; all 0 before any restart).',
+            value: s.lastRestartReason === reason ? 1 : 0,
+            labels: { ...labels, reason },
+          })),
           ...SUPERVISOR_STATES.map((state) => ({
             name: 'audio_proxy_worker_pool_state',
             help: 'The supervisor state (1 for the current one).',

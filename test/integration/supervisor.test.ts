@@ -4,9 +4,11 @@
  * killed mid-render fails that render only, its ffmpeg is killed, and the next request renders;
  * a restart in progress never makes /health anything but 200. No ffmpeg survives any test.
  */
+import diagnostics from 'node:diagnostics_channel';
 import { afterEach, describe, expect, it } from 'vitest';
 import { stats } from '../../src/actors/semaphoreClient.js';
 import { restartSupervisor, supervisorStats } from '../../src/actors/supervisorClient.js';
+import { WORKER_POOL_TRANSITION_CHANNEL } from '../../src/proxy.js';
 import { get, type Harness, isAlive, startHarness, waitFor } from './harness.js';
 
 let h: Harness | null = null;
@@ -74,6 +76,9 @@ describe('supervised render pool', () => {
         await new Promise((res) => setTimeout(res, 10));
       }
     })();
+    const transitions: Array<{ pool: string; to: string }> = [];
+    const onTransition = (m: unknown) => transitions.push(m as { pool: string; to: string });
+    diagnostics.subscribe(WORKER_POOL_TRANSITION_CHANNEL, onTransition);
     const rendering = get(h.url, '/insecure/f:mp3/t:0:1.5/cb:swap/plain/local://stereo.wav');
     await new Promise((r) => setTimeout(r, 300));
     expect(await restartSupervisor(h.proxy.pools.render.supervisor)).toBe(true);
@@ -89,5 +94,13 @@ describe('supervised render pool', () => {
     expect(statuses.every((s) => s === 200)).toBe(true);
     expect(states.has('draining') || states.has('restarting')).toBe(true);
     expect(supervisorStats(h.proxy.pools.render.supervisor).lastRestartReason).toBe('manual');
+    diagnostics.unsubscribe(WORKER_POOL_TRANSITION_CHANNEL, onTransition);
+    const seenTo = transitions.filter((t) => t.pool === 'render').map((t) => t.to.split('.')[0]);
+    expect(seenTo).toEqual(expect.arrayContaining(['draining', 'restarting', 'running']));
+    const metrics = (await get(h.metricsUrl, '/metrics')).body.toString();
+    expect(metrics).toContain(
+      'audio_proxy_worker_pool_last_restart_reason{pool="render",reason="manual"} 1',
+    );
+    expect(metrics).toContain('audio_proxy_worker_pool_restarts{pool="render"} 1');
   });
 });

@@ -51,10 +51,15 @@ function api(method: string, path: string, cookie?: string) {
 }
 
 const held = async () => (await stats(h.proxy.actors.semaphore)).held;
+/** The slot count as an operator sees it: the scraped gauge. */
+const scrapedHeld = async () => {
+  const text = (await get(h.metricsUrl, '/metrics')).body.toString();
+  return Number(/^audio_proxy_render_slots_held (\d+)$/m.exec(text)?.[1]);
+};
 
 describe('waiting room over HTTP', () => {
   it('join, hold a real slot, render on it (1 → 1), hand it on, leave', async () => {
-    expect(await held()).toBe(0);
+    expect(await scrapedHeld()).toBe(0);
     const a = await api('POST', '/api/v1/queue/join');
     expect(a.status).toBe(200);
     const cookieA = String((a.headers['set-cookie'] as string[])[0]).split(';')[0]!;
@@ -62,7 +67,7 @@ describe('waiting room over HTTP', () => {
     const ticketA = JSON.parse(a.body);
     expect(ticketA.status).toBe('ready');
     expect(ticketA.ticket_id).toMatch(/^q_/);
-    await waitFor(async () => (await held()) === 1);
+    await waitFor(async () => (await scrapedHeld()) === 1);
 
     const b = await api('POST', '/api/v1/queue/join');
     const cookieB = String((b.headers['set-cookie'] as string[])[0]).split(';')[0]!;
@@ -77,7 +82,10 @@ describe('waiting room over HTTP', () => {
     const render = get(h.url, '/insecure/f:mp3/t:0:1/plain/local://stereo.wav', {
       headers: { cookie: cookieA },
     });
-    const sampler = setInterval(() => void held().then((n) => seen.push(n)), 5);
+    const sampler = setInterval(() => {
+      void held().then((n) => seen.push(n));
+      void scrapedHeld().then((n) => seen.push(n));
+    }, 5);
     const r = await render;
     clearInterval(sampler);
     expect(r.status).toBe(200);
