@@ -32,6 +32,7 @@ import {
   supervisorStats,
 } from './actors/supervisorClient.js';
 import { createSystem } from './actors/system.js';
+import { TeeService } from './actors/teeService.js';
 import {
   join as waitingRoomJoin,
   leave as waitingRoomLeave,
@@ -46,6 +47,8 @@ import type { SupervisorState, SupervisorTelemetry } from './machines/processSup
 import { type ReadinessReply, readinessMachine } from './machines/readiness.js';
 import { renderMachine } from './machines/render.js';
 import { semaphoreMachine } from './machines/semaphore.js';
+import { resolveRemote } from './sources/remote.js';
+import { createVariantStore, type VariantStore } from './store/index.js';
 import { PROBE_LIMITER_PREFIX, publishTelemetry, SEMAPHORE_PREFIX } from './telemetry/channels.js';
 import { attachRenderLog, createLogger } from './telemetry/logger.js';
 import { Metrics } from './telemetry/metrics.js';
@@ -120,6 +123,8 @@ export interface AudioProxy {
   readonly metrics: Metrics;
   readonly ffmpeg: ResolvedExecutable;
   readonly ffprobe: ResolvedExecutable;
+  /** The variant store, or undefined when AP_VARIANT_STORE is unset. */
+  readonly store: VariantStore | undefined;
 }
 
 function isProvider(c: Config | ConfigProvider): c is ConfigProvider {
@@ -137,6 +142,10 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
   const ffprobe = resolveFfprobe({
     env: { PATH: process.env.PATH, AP_FFPROBE_PATH: boot.ffprobePath },
   });
+
+  // 0. the variant store, proved usable (file: staging swept + write probe; s3: PUT+DELETE)
+  const store = await createVariantStore(boot);
+  const tees = store ? new TeeService({ store, config: provider }) : undefined;
 
   // 1. slots
   const semaphore = createActor(semaphoreMachine, {
@@ -189,6 +198,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
     semaphore,
     config: provider,
     renderLogic,
+    ...(tees ? { tees } : {}),
     renderInput: (request: RenderRequest) =>
       renderInputFor(request, provider.get(), ffmpeg.path, renderPool),
   });
@@ -340,6 +350,9 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
     subscribe: (request, id, onMessage) => renders.subscribe(request, id, onMessage),
     unsubscribe: (coordinator, id) => renders.unsubscribe(coordinator, id),
     retryAfterS: () => semaphoreRetryAfter(semaphore),
+    resolveRemote: (source, canonical, opts) =>
+      resolveRemote(source, canonical, provider.get(), opts),
+    ...(store ? { store } : {}),
     ...(waitingRoom
       ? {
           waitingRoom: {
@@ -425,6 +438,15 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
         stopTimeoutMs: POOL_STOP_DRAIN_MS + 10_000,
       },
       {
+        // Before the renders, so it stops after them: tees settle, then the store closes.
+        name: 'store',
+        start: () => store,
+        stop: async () => {
+          await tees?.drain();
+          await store?.close();
+        },
+      },
+      {
         name: 'renders',
         start: () => renders,
         stop: () => renders.shutdown(),
@@ -479,6 +501,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
     metrics,
     ffmpeg,
     ffprobe,
+    store,
   };
 }
 

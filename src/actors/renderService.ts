@@ -30,6 +30,7 @@ import type { AdmissionClass, WaiterMessage } from '../machines/semaphore.js';
 import { CallError, call, inbox } from './call.js';
 import { watchInto } from './monitor.js';
 import { Registry } from './registry.js';
+import { type TeeService, variantMetadata } from './teeService.js';
 
 /** The unsubscribe barrier waits this long: above the Render's whole cancel budget (6 s). */
 export const UNSUBSCRIBE_TIMEOUT_MS = 15_000;
@@ -47,6 +48,8 @@ export interface RenderServiceOptions {
   readonly admissionClass?: AdmissionClass;
   /** Treats a coordinator's XState error (a bug in a pure chart) as fatal. */
   readonly supervise?: (actor: AnyActorRef, name: string) => void;
+  /** Writes every render into the variant store (absent: no store). */
+  readonly tees?: TeeService;
 }
 
 let slotSeq = 0;
@@ -205,6 +208,7 @@ export class RenderService {
         offSlot();
       },
     });
+    this.#opts.tees?.onRendering(actor, key, variantMetadata(request.options));
     actor.start();
     for (const message of early.splice(0)) forward(message);
     const snapshot = actor.getSnapshot();

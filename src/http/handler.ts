@@ -26,12 +26,14 @@ import type { Config, ConfigProvider } from '../config.js';
 import type { RenderFailure, SubscriberMessage } from '../machines/renderCoordinator.js';
 import { localEtagMaterial, resolveLocal } from '../sources/local.js';
 import { authorizeSource, parseSource, type Source } from '../sources/parse.js';
+import type { VariantStore } from '../store/types.js';
 import { RENDER_CHANNELS } from '../telemetry/metrics.js';
 import { cacheKey, etagOf, ifNoneMatchMatches, infoEtag } from './cacheKey.js';
 import { corsHeaders, preflightResponse } from './cors.js';
 import { errorResponse, type Failure } from './errors.js';
 import { clampCacheControl, isExpired } from './expiry.js';
 import { contentDisposition, contentTypeFor, IMMUTABLE_CACHE_CONTROL } from './headers.js';
+import { lookupVariant, serveHit } from './hit.js';
 import type { RenderOptions } from './options.js';
 import { parseRoute } from './options.js';
 import { splitPath, verifySignature } from './signature.js';
@@ -103,7 +105,13 @@ export interface HandlerServices {
   nowMs(): number;
   ready(): Promise<{ ready: boolean; queued: number; threshold: number }>;
   /** Resolves a remote source to something ffmpeg can open (presigning); local is handled here. */
-  resolveRemote?(source: Source, canonical: string): Promise<ResolvedSource | { failure: Failure }>;
+  resolveRemote?(
+    source: Source,
+    canonical: string,
+    options: { enforceSize: boolean },
+  ): Promise<ResolvedSource | { failure: Failure }>;
+  /** The variant store (HITs); undefined when AP_VARIANT_STORE is unset. */
+  readonly store?: VariantStore;
   probe(source: ResolvedSource): Promise<ProbeOutcome>;
   subscribe(
     request: RenderRequest,
@@ -321,7 +329,27 @@ async function route(x: Exchange, config: Config, services: HandlerServices, met
     x.res.end();
     return;
   }
-  // 6. (variant store HIT: the store's seam) 7. HEAD describes a MISS and stops
+  // 6. variant store HIT (before the source is touched; no slot, no probe)
+  if (services.store) {
+    const head = await lookupVariant(services.store, key);
+    if (head) {
+      const outcome = await serveHit(x.req, x.res, {
+        store: services.store,
+        key,
+        head,
+        cacheControl,
+        etag,
+        corsHeaders: x.cors,
+        serveMode: config.serveMode,
+        presignTtlS: config.presignTtlS,
+        exp,
+        nowS,
+        format: parsed.options.format,
+      });
+      if (outcome === 'served') return;
+    }
+  }
+  // 7. HEAD describes a MISS and stops
   // 8. stat
   const resolved = await resolveSource(config, services, src.source, src.canonical, true);
   if ('failure' in resolved) {
@@ -445,7 +473,7 @@ async function resolveSource(
     };
   }
   if (!services.resolveRemote) return { failure: { type: 'not_found' } };
-  return services.resolveRemote(source, canonical);
+  return services.resolveRemote(source, canonical, { enforceSize });
 }
 
 async function info(

@@ -1,0 +1,107 @@
+/**
+ * `s3://` sources against a real S3-compatible server: an existing object resolves to a presigned
+ * URL that ffprobe reads (with the argv builder's own protocol whitelist) and that serves byte
+ * ranges, with the object's size and mtime; a missing key, a missing bucket and a bucket outside
+ * the allowlist are the one 404; missing or unknown credentials are 500 `not_configured`; an
+ * unreachable store is 502; an object over `AP_MAX_SRC_BYTES` is 413 for renders only.
+ */
+import { execFile } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import { promisify } from 'node:util';
+import { PutObjectCommand } from '@aws-sdk/client-s3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ResolvedSource } from '../../src/http/handler.js';
+import { parseSource } from '../../src/sources/parse.js';
+import { resolveRemote } from '../../src/sources/remote.js';
+import { sourceClient, sourcePresignTtlS } from '../../src/sources/s3.js';
+import { resolveFfprobe } from '../../src/workers/ffmpegPath.js';
+import { buildProbeArgv } from '../../src/workers/probe.js';
+import { makeFixtures } from '../fixtures/audio.js';
+import { type S3rverHandle, startS3rver } from '../store/s3rver.js';
+
+const run = promisify(execFile);
+let s3: S3rverHandle;
+let wav: Buffer;
+
+beforeAll(async () => {
+  s3 = await startS3rver(['media', 'other']);
+  wav = await readFile((await makeFixtures()).stereoWav);
+  await sourceClient(s3.config()).send(
+    new PutObjectCommand({ Bucket: 'media', Key: 'music/stereo.wav', Body: wav }),
+  );
+});
+
+afterAll(async () => {
+  await s3.close();
+});
+
+async function resolve(source: string, env: Record<string, string> = {}, enforceSize = true) {
+  const parsed = parseSource(`plain/${source}`);
+  if (!parsed.ok) throw new Error(`unparseable ${source}`);
+  return resolveRemote(parsed.source, parsed.canonical, s3.config(env), { enforceSize });
+}
+
+describe('s3:// sources', () => {
+  it('resolve to a presigned URL that serves the object and its ranges', async () => {
+    const r = (await resolve('s3://media/music/stereo.wav')) as ResolvedSource;
+    expect(r.canonical).toBe('s3://media/music/stereo.wav');
+    expect(r.input.kind).toBe('s3');
+    expect(r.size).toBe(wav.length);
+    expect(typeof r.mtimeMs).toBe('number');
+    expect(r.input.url).toContain('X-Amz-Signature=');
+    expect(r.input.url).toContain(`X-Amz-Expires=${sourcePresignTtlS(s3.config())}`);
+    const whole = await fetch(r.input.url);
+    expect(Buffer.from(await whole.arrayBuffer()).equals(wav)).toBe(true);
+    const ranged = await fetch(r.input.url, { headers: { range: 'bytes=44-99' } });
+    expect(ranged.status).toBe(206);
+    expect(Buffer.from(await ranged.arrayBuffer()).equals(wav.subarray(44, 100))).toBe(true);
+  });
+
+  it('ffprobe reads the presigned URL through the argv builder', async () => {
+    const r = (await resolve('s3://media/music/stereo.wav')) as ResolvedSource;
+    const ffprobe = resolveFfprobe({ env: process.env }).path;
+    const { stdout } = await run(ffprobe, buildProbeArgv(r.input));
+    const info = JSON.parse(stdout) as { streams: Array<{ channels: number; codec_type: string }> };
+    expect(info.streams[0]).toMatchObject({ codec_type: 'audio', channels: 2 });
+  });
+
+  it('a missing key, a missing bucket and an unlisted bucket are the same 404', async () => {
+    expect(await resolve('s3://media/music/none.wav')).toEqual({ failure: { type: 'not_found' } });
+    expect(await resolve('s3://absent-bucket/x.wav')).toEqual({ failure: { type: 'not_found' } });
+    expect(await resolve('s3://media/music/stereo.wav', { AP_SOURCE_ALLOWLIST: 'other' })).toEqual({
+      failure: { type: 'not_found' },
+    });
+    expect(
+      await resolve('s3://media/music/stereo.wav', { AP_SOURCE_ALLOWLIST: 'med*' }),
+    ).toMatchObject({ input: { kind: 's3' } });
+  });
+
+  it('no credentials, or credentials the store does not know: 500 not_configured', async () => {
+    const parsed = parseSource('plain/s3://media/music/stereo.wav');
+    if (!parsed.ok) throw new Error('unparseable');
+    const { loadConfig } = await import('../../src/config.js');
+    const anonymous = loadConfig({ AP_S3_ENDPOINT: s3.endpoint });
+    expect(await resolveRemote(parsed.source, parsed.canonical, anonymous)).toEqual({
+      failure: { type: 'not_configured' },
+    });
+    expect(await resolve('s3://media/music/stereo.wav', { AWS_ACCESS_KEY_ID: 'NOBODY' })).toEqual({
+      failure: { type: 'not_configured' },
+    });
+  });
+
+  it('an unreachable store: 502 upstream_unavailable', async () => {
+    expect(
+      await resolve('s3://media/music/stereo.wav', { AP_S3_ENDPOINT: 'http://127.0.0.1:9' }),
+    ).toEqual({ failure: { type: 'upstream_unavailable' } });
+  });
+
+  it('an object over AP_MAX_SRC_BYTES is a 413 for renders, not for /info', async () => {
+    const small = { AP_MAX_SRC_BYTES: '1000' };
+    expect(await resolve('s3://media/music/stereo.wav', small)).toEqual({
+      failure: { type: 'source_too_large' },
+    });
+    expect(await resolve('s3://media/music/stereo.wav', small, false)).toMatchObject({
+      size: wav.length,
+    });
+  });
+});
