@@ -49,7 +49,12 @@ import { renderMachine } from './machines/render.js';
 import { semaphoreMachine } from './machines/semaphore.js';
 import { resolveRemote } from './sources/remote.js';
 import { createVariantStore, type VariantStore } from './store/index.js';
-import { PROBE_LIMITER_PREFIX, publishTelemetry, SEMAPHORE_PREFIX } from './telemetry/channels.js';
+import {
+  PROBE_LIMITER_PREFIX,
+  publishTelemetry,
+  SEMAPHORE_PREFIX,
+  WORKER_POOL_TRANSITION_CHANNEL,
+} from './telemetry/channels.js';
 import { attachRenderLog, createLogger } from './telemetry/logger.js';
 import { Metrics } from './telemetry/metrics.js';
 import { buildPeaksDecodeArgv, buildRenderArgv } from './workers/argv.js';
@@ -65,8 +70,7 @@ export const READINESS_DEPTH_TIMEOUT_MS = 1_000;
 
 export const VERSION = '0.1.0';
 
-/** Where every process-supervisor transition is published (message: `{ pool, from, to, … }`). */
-export const WORKER_POOL_TRANSITION_CHANNEL = 'audio_proxy.worker_pool.transition';
+export { WORKER_POOL_TRANSITION_CHANNEL };
 
 /** Every supervisor state, for the one-hot state gauge. */
 const SUPERVISOR_STATES: readonly SupervisorState[] = [

@@ -38,11 +38,11 @@ import type { JoinReply, SubscriberMessage } from '../machines/renderCoordinator
 import { TEE_SLACK_MS, type TeeOutput, teeMachine, type WriterEvent } from '../machines/tee.js';
 import { ChunkChannel } from '../store/channel.js';
 import { reasonOf, StoreError, type VariantMetadata, type VariantStore } from '../store/types.js';
-import { publish } from '../telemetry/channels.js';
+import { publish, RENDER_CHANNELS } from '../telemetry/channels.js';
 import { call, inbox } from './call.js';
 import { watch, watchInto } from './monitor.js';
 
-export const WRITE_FAILURE_CHANNEL = 'audio_proxy.variant_store.write_failure' as const;
+export const WRITE_FAILURE_CHANNEL = RENDER_CHANNELS.writeFailure;
 /** How long `drain` waits for tees to settle, in ms: past any staging cleanup or abort call. */
 export const TEE_DRAIN_TIMEOUT_MS = 10_000;
 

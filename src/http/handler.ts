@@ -27,7 +27,7 @@ import type { RenderFailure, SubscriberMessage } from '../machines/renderCoordin
 import { localEtagMaterial, resolveLocal } from '../sources/local.js';
 import { authorizeSource, parseSource, type Source } from '../sources/parse.js';
 import type { VariantStore } from '../store/types.js';
-import { RENDER_CHANNELS } from '../telemetry/metrics.js';
+import { RENDER_CHANNELS } from '../telemetry/channels.js';
 import { cacheKey, etagOf, ifNoneMatchMatches, infoEtag } from './cacheKey.js';
 import { corsHeaders, preflightResponse } from './cors.js';
 import { errorResponse, type Failure } from './errors.js';

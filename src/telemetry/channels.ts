@@ -45,11 +45,27 @@ export const PROBE_LIMITER_CHANNELS = PROBE_LIMITER_EVENTS.map(
   (e) => `${PROBE_LIMITER_PREFIX}.${e}` as const,
 );
 
+/** The request path's channels, by what they report (published by the HTTP layer and the Tee). */
+export const RENDER_CHANNELS = {
+  start: 'audio_proxy.render.start',
+  stop: 'audio_proxy.render.stop',
+  exception: 'audio_proxy.render.exception',
+  cacheLookup: 'audio_proxy.cache.lookup',
+  writeFailure: 'audio_proxy.variant_store.write_failure',
+  httpRequest: 'audio_proxy.http.request',
+  semaphoreRejected: 'audio_proxy.semaphore.rejected',
+} as const;
+
+/** Every process-supervisor transition (message: `{ pool, from, to, … }`). */
+export const WORKER_POOL_TRANSITION_CHANNEL = 'audio_proxy.worker_pool.transition';
+
 /** Every channel name audio-proxy publishes on. */
 export const CHANNELS = [
   ...RENDER_EVENTS.map((e) => `audio_proxy.render.${e}` as const),
-  'audio_proxy.cache.lookup',
-  'audio_proxy.variant_store.write_failure',
+  RENDER_CHANNELS.cacheLookup,
+  RENDER_CHANNELS.writeFailure,
+  RENDER_CHANNELS.httpRequest,
+  WORKER_POOL_TRANSITION_CHANNEL,
   ...SEMAPHORE_CHANNELS,
   ...PROBE_LIMITER_CHANNELS,
 ] as const;

@@ -8,7 +8,7 @@
  */
 import diagnostics from 'node:diagnostics_channel';
 import { type DestinationStream, type Logger, pino } from 'pino';
-import { RENDER_CHANNELS } from './metrics.js';
+import { RENDER_CHANNELS } from './channels.js';
 
 export type LogLevel = 'debug' | 'info' | 'warning' | 'error';
 

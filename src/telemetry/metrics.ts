@@ -17,22 +17,13 @@
  */
 import diagnostics from 'node:diagnostics_channel';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { RENDER_CHANNELS } from './channels.js';
 
 /** Fixed buckets, in seconds: from sub-second previews to the 300 s default render timeout. */
 export const RENDER_DURATION_BUCKETS_S = [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 
 /** How long a scrape waits for a gauge's owner before leaving that gauge out. */
 export const SCRAPE_SAMPLE_TIMEOUT_MS = 1_000;
-
-export const RENDER_CHANNELS = {
-  start: 'audio_proxy.render.start',
-  stop: 'audio_proxy.render.stop',
-  exception: 'audio_proxy.render.exception',
-  cacheLookup: 'audio_proxy.cache.lookup',
-  writeFailure: 'audio_proxy.variant_store.write_failure',
-  httpRequest: 'audio_proxy.http.request',
-  semaphoreRejected: 'audio_proxy.semaphore.rejected',
-} as const;
 
 const FORMATS = new Set(['mp3', 'opus', 'ogg', 'aac', 'm4a', 'flac', 'wav', 'peaks']);
 const OUTCOMES = new Set([
@@ -199,7 +190,6 @@ export class Metrics {
   #on(name: string, handler: (message: Record<string, unknown>) => void) {
     const listener = (message: unknown) => {
       try {
-        // Semaphore telemetry carries its numbers under `measurements`; render events are flat.
         if (message && typeof message === 'object') handler(message as Record<string, unknown>);
       } catch {
         // never let a malformed event reach the publisher

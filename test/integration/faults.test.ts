@@ -8,7 +8,14 @@
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { stats } from '../../src/actors/semaphoreClient.js';
-import { get, type Harness, isAlive, startHarness, waitFor } from './harness.js';
+import {
+  closeLeavingNothing,
+  get,
+  type Harness,
+  isAlive,
+  startHarness,
+  waitFor,
+} from './harness.js';
 
 const fake = (name: string) =>
   fileURLToPath(new URL(`../fixtures/fake-ffmpeg/${name}`, import.meta.url));
@@ -16,9 +23,7 @@ const fake = (name: string) =>
 let h: Harness | null = null;
 afterEach(async () => {
   if (!h) return;
-  await waitFor(async () => (await stats(h!.proxy.actors.semaphore)).held === 0, 10_000);
-  for (const pid of await h.spawns()) expect(isAlive(pid)).toBe(false);
-  await h.close();
+  await closeLeavingNothing(h);
   h = null;
 });
 

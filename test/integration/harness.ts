@@ -7,6 +7,8 @@ import { chmod, mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { expect } from 'vitest';
+import { stats } from '../../src/actors/semaphoreClient.js';
 import { loadConfig, type MutableConfigProvider, mutableConfig } from '../../src/config.js';
 import { type AudioProxy, createAudioProxy } from '../../src/proxy.js';
 import { resolveFfmpeg } from '../../src/workers/ffmpegPath.js';
@@ -146,6 +148,16 @@ export function get(
     req.on('error', reject);
     req.end();
   });
+}
+
+/**
+ * The leak check every fault test ends with: no render slot held, every ffmpeg the proxy spawned
+ * dead (asked of the OS), then the proxy closed.
+ */
+export async function closeLeavingNothing(h: Harness): Promise<void> {
+  await waitFor(async () => (await stats(h.proxy.actors.semaphore)).held === 0, 10_000);
+  for (const pid of await h.spawns()) expect(isAlive(pid)).toBe(false);
+  await h.close();
 }
 
 export async function waitFor(

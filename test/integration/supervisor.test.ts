@@ -6,17 +6,21 @@
  */
 import diagnostics from 'node:diagnostics_channel';
 import { afterEach, describe, expect, it } from 'vitest';
-import { stats } from '../../src/actors/semaphoreClient.js';
 import { restartSupervisor, supervisorStats } from '../../src/actors/supervisorClient.js';
 import { WORKER_POOL_TRANSITION_CHANNEL } from '../../src/proxy.js';
-import { get, type Harness, isAlive, startHarness, waitFor } from './harness.js';
+import {
+  closeLeavingNothing,
+  get,
+  type Harness,
+  isAlive,
+  startHarness,
+  waitFor,
+} from './harness.js';
 
 let h: Harness | null = null;
 afterEach(async () => {
   if (!h) return;
-  await waitFor(async () => (await stats(h!.proxy.actors.semaphore)).held === 0, 10_000);
-  for (const pid of await h.spawns()) expect(isAlive(pid)).toBe(false);
-  await h.close();
+  await closeLeavingNothing(h);
   h = null;
 });
 
