@@ -20,6 +20,9 @@
  *   (`actors/semaphoreClient.ts`); releasing a holder frees the slot, so none leaks.
  * - *Holder or waiter goes away*: `gone` takes the branches of `release`; a displaced or
  *   released id is unknown afterwards, so a late `gone` for it changes nothing.
+ * - *A reserved slot changes hands* (a waiting-room ticket's render claims it): `transfer` renames
+ *   the holder or the waiter in place, so occupancy goes 1 → 1 and no arrival can take the slot
+ *   between a release and a request. A `to` that already holds or waits is refused (`unknown`).
  *
  * ## A mutable table, safely
  * Holders and waiters live in a `SlotTable` (two maps, one doubly linked FIFO per class): every
