@@ -268,7 +268,9 @@ test('random interleavings keep every supervisor invariant and answer every acqu
         if (sawFailed && stats.state === 'running') witness.failedThenRecovered += 1;
         const stopped = await (w.shutdown ?? stopSupervisor(w.actor));
         expect(stopped).toMatchObject({ type: 'stopped' });
-        expect(w.fake.alive).toBe(false);
+        // A forced stop that rejects cannot prove the process gone; the supervisor must then
+        // say so (`stopFailed`) rather than claim a clean shutdown.
+        if (w.fake.alive) expect(stopped).toMatchObject({ stopFailed: true });
         expect(w.fake.violations).toEqual([]);
       } finally {
         sub.unsubscribe();
