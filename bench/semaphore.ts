@@ -1,10 +1,12 @@
 /**
  * Semaphore benchmark: request → grant → release cycles, 4 callers competing for 2 slots, through
- * three implementations in one run:
+ * four implementations in one run:
  * - `audio-proxy`: `semaphoreMachine` driven by the real client (`acquire`/`release` over
  *   `call()` and `inbox()`), with `publishTelemetry` attached as in production;
  * - `naive XState`: a minimal hand-written chart (immutable arrays in context, an `assign` per
  *   event) speaking the same protocol, driven by the same client code;
+ * - `XState floor`: a one-state chart that grants every request and acknowledges every release,
+ *   driven by the same client: the ceiling for any chart answering two calls per cycle;
  * - `p-limit`: `await limit(noop)` per cycle, the floor a plain promise semaphore sets.
  * Then the cost of joining and leaving a deep queue (where copying a queue per event shows),
  * and heap per queued waiter: N waiters behind one holder, heap delta after full GCs.
@@ -42,7 +44,7 @@ const WAITERS = flag('waiters', 1_000_000);
 /** The naive chart copies its queue per event (O(n²) to fill), so it is measured smaller. */
 const NAIVE_WAITERS = flag('naive-waiters', 20_000);
 
-const IMPLEMENTATIONS = ['audio-proxy', 'naive XState', 'p-limit'] as const;
+const IMPLEMENTATIONS = ['audio-proxy', 'naive XState', 'XState floor', 'p-limit'] as const;
 type Implementation = (typeof IMPLEMENTATIONS)[number] | 'audio-proxy acquire()';
 
 // --- the naive baseline -----------------------------------------------------------------------
@@ -100,6 +102,20 @@ const naiveMachine = setup({
   },
 });
 
+// --- the floor ---------------------------------------------------------------------------------
+
+/**
+ * Not a semaphore: one state whose `request` always answers `granted` and whose `release`
+ * answers `ok`, through the same `reply()` and the same client. No chart that answers two events
+ * per cycle through `call()` can be faster than this; it bounds what any XState design can reach.
+ */
+const floorMachine = setup({ types: { events: {} as NaiveEvent } }).createMachine({
+  on: {
+    request: { actions: reply(() => ({ type: 'granted' })) },
+    release: { actions: reply(() => ({ type: 'ok' })) },
+  },
+});
+
 // --- throughput (child side) ------------------------------------------------------------------
 
 type Cycle = (caller: number) => Promise<void>;
@@ -148,6 +164,7 @@ function makeCycle(impl: Implementation): Cycle {
   if (impl === 'naive XState') {
     return semaphoreCycle(createActor(naiveMachine, { input: { capacity: CAPACITY } }).start());
   }
+  if (impl === 'XState floor') return semaphoreCycle(createActor(floorMachine).start());
   const sem = createActor(semaphoreMachine, {
     input: { capacity: CAPACITY, queueSize: CALLERS },
   }).start();
@@ -285,6 +302,9 @@ function throughput(): void {
     }
     const ap = medians['audio-proxy'];
     console.log(`  audio-proxy / naive XState: ${(ap / medians['naive XState']).toFixed(2)}x`);
+    console.log(
+      `  XState floor / naive XState: ${(medians['XState floor'] / medians['naive XState']).toFixed(2)}x (the most any chart answering through call() can reach)`,
+    );
     console.log(`  audio-proxy / p-limit:      ${(ap / medians['p-limit']).toFixed(3)}x`);
   }
 }

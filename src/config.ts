@@ -34,7 +34,7 @@
 import { randomInt } from 'node:crypto';
 import * as nodeFs from 'node:fs';
 import { isIP } from 'node:net';
-import { availableParallelism, homedir } from 'node:os';
+import { availableParallelism, homedir, hostname } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -69,6 +69,15 @@ export const DEFAULT_WAITING_ROOM_HEARTBEAT_S = 30;
 export const DEFAULT_WAITING_ROOM_MAX_LENGTH = 100;
 /** Bytes of hot variant bodies kept in memory for HIT serving (0 = off). */
 export const DEFAULT_HIT_CACHE_BYTES = 64 * 1024 * 1024;
+/** Cluster render-claim and membership lease, in ms: renewed every third of it, so a busy node
+ *  must miss two renewals running before it loses a claim, and a dead node's lapse within 10 s. */
+export const DEFAULT_CLUSTER_LEASE_MS = 10_000;
+/** Shortest cluster lease, in ms: a renewal every third of it must fit a loaded event loop. */
+export const MIN_CLUSTER_LEASE_MS = 300;
+/** Longest cluster lease, in ms: Node timers overflow past 2^31-1 ms. */
+export const MAX_CLUSTER_LEASE_MS = 2 ** 31 - 1;
+/** Longest cluster node id or label, in characters (it is stored in every claim and slot key). */
+export const MAX_CLUSTER_NAME_CHARS = 128;
 /** Probe slots per render slot; a probe is ~45 ms of CPU, so the probe pool may be wider. */
 export const PROBE_CONCURRENCY_FACTOR = 4;
 /** Shortest HMAC-SHA256 key, in bytes; RFC 2104 asks for at least the hash length. */
@@ -204,6 +213,16 @@ export interface Config {
   readonly ffmpegPath: string | undefined;
   /** Absolute path of an ffprobe executable. @default undefined (PATH, then the npm binary) */
   readonly ffprobePath: string | undefined;
+  /** Redis of the cluster registry; unset, the node runs alone. @default undefined */
+  readonly clusterRedisUrl: string | undefined;
+  /** This node's id among its peers. @default `<hostname>:<port>` */
+  readonly clusterNodeId: string;
+  /** The origin peers reach this node at; required with `clusterRedisUrl`. @default undefined */
+  readonly clusterAdvertiseUrl: string | undefined;
+  /** Affinity label announced with this node. @default undefined */
+  readonly clusterNodeLabel: string | undefined;
+  /** Render-claim and membership lease, in ms. @default 10000 */
+  readonly clusterLeaseMs: number;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -228,6 +247,9 @@ const RULE = {
     '`*` or an origin exactly as a browser sends it: `http(s)://host[:port]`, lowercase scheme and host, no default port, no trailing slash or dot, no path, query, fragment or userinfo',
   endpoint:
     '`http(s)://host[:port]`, optionally with a bare trailing `/`; no path, query, fragment or userinfo',
+  redisUrl: '`redis://[user:password@]host[:port][/db]` or `rediss://…` (TLS)',
+  clusterName: `1 to ${MAX_CLUSTER_NAME_CHARS} characters from \`A-Z a-z 0-9 . _ : @ -\``,
+  leaseMs: `an integer from ${MIN_CLUSTER_LEASE_MS} to ${MAX_CLUSTER_LEASE_MS} (milliseconds, digits only)`,
   enum: (allowed: readonly string[]) => `one of ${allowed.map((a) => `\`${a}\``).join(', ')}`,
 } as const;
 
@@ -254,6 +276,7 @@ const S_OBS = 'Observability and CORS';
 const S_S3 = 'S3 connection';
 const S_BIN = 'Executables';
 const S_AWS = 'AWS credentials';
+const S_CLUSTER = 'Cluster';
 
 const VARIANT_GROUP = [
   'AP_VARIANT_S3_ACCESS_KEY_ID',
@@ -551,6 +574,41 @@ export const CONFIG_VARIABLES = [
     doc: 'The ffprobe used for probes and `/info`.',
   },
   {
+    name: 'AP_CLUSTER_REDIS_URL',
+    section: S_CLUSTER,
+    default: 'unset: the node runs alone',
+    rule: RULE.redisUrl,
+    doc: 'Turns cluster mode on: membership, one render per key across nodes, and hand-off of a full queue to a peer. Redis unreachable or slow, each node acts alone. The password is never echoed.',
+  },
+  {
+    name: 'AP_CLUSTER_NODE_ID',
+    section: S_CLUSTER,
+    default: '`<hostname>:<port>`',
+    rule: `${RULE.clusterName}; unique among the nodes`,
+    doc: 'This node’s name in the registry, in render claims and on forwarded requests.',
+  },
+  {
+    name: 'AP_CLUSTER_ADVERTISE_URL',
+    section: S_CLUSTER,
+    default: 'unset',
+    rule: `${RULE.endpoint}; required when \`AP_CLUSTER_REDIS_URL\` is set`,
+    doc: 'The origin peers use to reach this node’s public listener (forwarded renders and hand-offs).',
+  },
+  {
+    name: 'AP_CLUSTER_NODE_LABEL',
+    section: S_CLUSTER,
+    default: 'unset: no label',
+    rule: RULE.clusterName,
+    doc: 'A label announced with the node, for affinity when peers pick where to hand a request.',
+  },
+  {
+    name: 'AP_CLUSTER_LEASE_MS',
+    section: S_CLUSTER,
+    default: `\`${DEFAULT_CLUSTER_LEASE_MS}\``,
+    rule: RULE.leaseMs,
+    doc: 'Lease of the node’s membership and of its render claims, renewed every third of it; a node that dies lets both lapse within it.',
+  },
+  {
     name: 'AWS_ACCESS_KEY_ID',
     section: S_AWS,
     default: 'unset: anonymous S3 access',
@@ -594,6 +652,7 @@ const KNOWN_NAMES: ReadonlySet<string> = new Set(CONFIG_VARIABLES.map((v) => v.n
 /** Rules that tie several variables together, as documented. */
 export const CONFIG_CROSS_RULES: readonly string[] = [
   '`AP_READY_QUEUE_THRESHOLD` must not exceed `AP_QUEUE_SIZE` (queue depth could never reach it).',
+  '`AP_CLUSTER_ADVERTISE_URL` is required when `AP_CLUSTER_REDIS_URL` is set.',
   '`AP_METRICS_PORT` must differ from the listener port (`AP_PORT`, else `PORT`, else 4000).',
   '`AP_SERVE_MODE=redirect` (the default) is refused with a `file://` store, which cannot presign; with no store at all, the serve mode is irrelevant and accepted.',
   'An `s3://` store needs credentials: the full `AP_VARIANT_S3_*` group, or the `AWS_*` key pair with a region.',
@@ -735,6 +794,7 @@ const INTEGER_KINDS = {
   port: { min: 1, max: MAX_PORT, rule: RULE.port },
   timeout: { min: 1, max: MAX_TIMEOUT_S, rule: RULE.timeout },
   presignTtl: { min: 1, max: MAX_PRESIGN_TTL_S, rule: RULE.presignTtl },
+  leaseMs: { min: MIN_CLUSTER_LEASE_MS, max: MAX_CLUSTER_LEASE_MS, rule: RULE.leaseMs },
 } as const;
 type IntegerKind = keyof typeof INTEGER_KINDS;
 
@@ -927,6 +987,55 @@ function origin(ld: Loader, name: ConfigVariableName): string | undefined {
     );
   }
   return raw;
+}
+
+const CLUSTER_NAME_RE = new RegExp(`^[A-Za-z0-9._:@-]{1,${MAX_CLUSTER_NAME_CHARS}}$`);
+
+function clusterName(ld: Loader, name: ConfigVariableName): string | undefined {
+  const raw = ld.read(name);
+  if (raw === undefined || CLUSTER_NAME_RE.test(raw)) return raw;
+  return ld.fail(name, `${name} must be ${RULE.clusterName}, got ${show(raw)}`);
+}
+
+/** A `redis://` or `rediss://` URL with a host; kept whole (ioredis needs the password). */
+function redisUrl(ld: Loader, name: ConfigVariableName): string | undefined {
+  const raw = ld.read(name);
+  if (raw === undefined) return undefined;
+  const url = parseUrl(raw);
+  if (
+    url === undefined ||
+    (url.protocol !== 'redis:' && url.protocol !== 'rediss:') ||
+    !url.hostname
+  ) {
+    const shown = USERINFO_RE.test(raw) ? '(value not shown: it carries userinfo)' : show(raw);
+    return ld.fail(name, `${name} must be ${RULE.redisUrl}; got ${shown}`);
+  }
+  return raw;
+}
+
+/** An `http(s)://host[:port]` origin, returned without a trailing slash. */
+function advertiseUrl(ld: Loader, name: ConfigVariableName): string | undefined {
+  const raw = ld.read(name);
+  if (raw === undefined) return undefined;
+  const url = parseUrl(raw);
+  if (
+    url === undefined ||
+    (url.protocol !== 'http:' && url.protocol !== 'https:') ||
+    !url.hostname ||
+    USERINFO_RE.test(raw) ||
+    url.pathname !== '/' ||
+    url.search !== '' ||
+    url.hash !== '' ||
+    raw.endsWith('?') ||
+    raw.endsWith('#')
+  ) {
+    const shown = USERINFO_RE.test(raw) ? '(value not shown: it carries userinfo)' : show(raw);
+    return ld.fail(
+      name,
+      `${name} must be ${RULE.endpoint}, e.g. http://10.0.0.5:4000; got ${shown}`,
+    );
+  }
+  return `${url.protocol}//${url.host}`;
 }
 
 function endpoint(ld: Loader, name: ConfigVariableName): S3Endpoint | undefined {
@@ -1252,6 +1361,11 @@ export function loadConfig(env: Env, opts: LoadConfigOptions = {}): Config {
   const hitCacheBytes = integer(ld, 'AP_HIT_CACHE_BYTES', DEFAULT_HIT_CACHE_BYTES, 'nonNegative');
   const ffmpegPath = executable(ld, 'AP_FFMPEG_PATH');
   const ffprobePath = executable(ld, 'AP_FFPROBE_PATH');
+  const clusterRedisUrl = redisUrl(ld, 'AP_CLUSTER_REDIS_URL');
+  const clusterNodeId = clusterName(ld, 'AP_CLUSTER_NODE_ID') ?? defaultNodeId(port);
+  const clusterAdvertiseUrl = advertiseUrl(ld, 'AP_CLUSTER_ADVERTISE_URL');
+  const clusterNodeLabel = clusterName(ld, 'AP_CLUSTER_NODE_LABEL');
+  const clusterLeaseMs = integer(ld, 'AP_CLUSTER_LEASE_MS', DEFAULT_CLUSTER_LEASE_MS, 'leaseMs');
 
   // Cross-variable rules: only between values that are themselves valid, so one typo is
   // reported once and not again as a confusing consequence.
@@ -1286,6 +1400,15 @@ export function loadConfig(env: Env, opts: LoadConfigOptions = {}): Config {
       'AP_VARIANT_STORE',
       `AP_VARIANT_STORE=s3://${store.bucket} needs S3 credentials: set AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_REGION, or ${VARIANT_GROUP.join(', ')}; or use a file:/// store`,
     );
+  }
+
+  if (clusterRedisUrl !== undefined && clusterAdvertiseUrl === undefined) {
+    if (ld.ok('AP_CLUSTER_ADVERTISE_URL')) {
+      ld.fail(
+        'AP_CLUSTER_ADVERTISE_URL',
+        'AP_CLUSTER_ADVERTISE_URL is required when AP_CLUSTER_REDIS_URL is set: peers forward renders and hand requests over to this node at that origin',
+      );
+    }
   }
 
   if (ld.problems.length > 0) throw new ConfigError(ld.problems);
@@ -1323,7 +1446,20 @@ export function loadConfig(env: Env, opts: LoadConfigOptions = {}): Config {
     hitCacheBytes,
     ffmpegPath,
     ffprobePath,
+    clusterRedisUrl,
+    clusterNodeId,
+    clusterAdvertiseUrl,
+    clusterNodeLabel,
+    clusterLeaseMs,
   });
+}
+
+/** `<hostname>:<port>`, made to fit the id rule; a random id when the hostname gives nothing. */
+function defaultNodeId(port: number): string {
+  const host = hostname()
+    .replace(/[^A-Za-z0-9._-]/g, '-')
+    .slice(0, MAX_CLUSTER_NAME_CHARS - 6);
+  return host ? `${host}:${port}` : `node-${randomInt(PROBE_ID_RANGE).toString(36)}`;
 }
 
 /** Half the queue, floored, at least 1; a queue of 0 has no depth to read, so readiness is off. */

@@ -40,8 +40,10 @@ import {
 } from './actors/waitingRoomClient.js';
 import { WaitingRoomService } from './actors/waitingRoomService.js';
 import { type Config, type ConfigProvider, staticConfig } from './config.js';
+import { createLiveView } from './debug/liveView.js';
 import { errorResponse } from './http/errors.js';
 import { createHandler, type RenderRequest, type ResolvedSource } from './http/handler.js';
+import { type InspectOption, openInspection } from './inspect.js';
 import { probeLimiterMachine } from './machines/probeLimiter.js';
 import type { SupervisorState, SupervisorTelemetry } from './machines/processSupervisor.js';
 import { type ReadinessReply, readinessMachine } from './machines/readiness.js';
@@ -94,12 +96,18 @@ export interface AudioProxyOptions {
   readonly logger?: Logger;
   /** Wall clock in ms (URL expiry). @default Date.now */
   readonly now?: () => number;
+  /**
+   * Streams every actor to a Stately inspector: `{ url }` of a relay (`audio-proxy inspect`,
+   * docs/inspect.md), or a function/observer given XState's raw inspection events.
+   * @default none (the actors are created without an observer)
+   */
+  readonly inspect?: InspectOption;
 }
 
 export interface AudioProxy {
   /** The public listener's handler, for embedding in any node:http-compatible server. */
   readonly handler: (req: IncomingMessage, res: ServerResponse) => Promise<void>;
-  /** The metrics listener's handler (`/metrics` only). */
+  /** The metrics listener's handler (`/metrics`, and the `/debug/actors` live view). */
   readonly metricsHandler: (req: IncomingMessage, res: ServerResponse) => Promise<void>;
   /** Starts both listeners; resolves with their bound addresses. */
   listen(options?: {
@@ -149,7 +157,10 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
 
   // 0. the variant store, proved usable (file: staging swept + write probe; s3: PUT+DELETE)
   const store = await createVariantStore(boot);
-  const tees = store ? new TeeService({ store, config: provider }) : undefined;
+  // Inspection (opt-in): connected before the first actor exists, so none goes unseen.
+  const inspection = await openInspection(options.inspect);
+  const inspect = inspection.observer ? { inspect: inspection.observer } : {};
+  const tees = store ? new TeeService({ store, config: provider, ...inspect }) : undefined;
 
   // 1. slots
   const semaphore = createActor(semaphoreMachine, {
@@ -163,18 +174,20 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
         };
       },
     },
+    ...inspect,
   });
   const probeLimiter = createActor(probeLimiterMachine, {
     input: { limits: () => ({ capacity: provider.get().maxProbeConcurrency }) },
+    ...inspect,
   });
-  const readiness = createActor(readinessMachine);
+  const readiness = createActor(readinessMachine, inspect);
 
   // 3. pools (sized to the admission capacity: the semaphore is the only queue), each owned by
   // a process supervisor that starts it lazily, recycles it after N tasks and replaces it when
   // it stops answering health probes.
   const supervisedPool = (name: 'render' | 'probe', size: number, maxTasks: () => number) => {
     const process = new PoolProcess(() => createWorkerPool({ name, size }));
-    const supervisor = startProcessSupervisor({ process, maxTasks });
+    const supervisor = startProcessSupervisor({ process, maxTasks }, inspect);
     // Every supervisor transition goes out on the diagnostics channel, labelled with its pool.
     const transitions = diagnostics.channel(WORKER_POOL_TRANSITION_CHANNEL);
     supervisor.on('telemetry', (event: SupervisorTelemetry) => {
@@ -203,6 +216,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
     config: provider,
     renderLogic,
     ...(tees ? { tees } : {}),
+    ...inspect,
     renderInput: (request: RenderRequest) =>
       renderInputFor(request, provider.get(), ffmpeg.path, renderPool),
   });
@@ -252,6 +266,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
     config: provider,
     probeLogic,
     supervise: (a, n) => supervise(a, n),
+    ...inspect,
   });
 
   const metrics = new Metrics({
@@ -340,7 +355,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
     );
   // The waiting room (AP_WAITING_ROOM): tickets in front of the render slots.
   const waitingRoom = boot.waitingRoom
-    ? new WaitingRoomService({ semaphore, config: provider, now })
+    ? new WaitingRoomService({ semaphore, config: provider, now, ...inspect })
     : undefined;
 
   const handler = createHandler({
@@ -371,8 +386,21 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
       : {}),
   });
 
+  // The live view of the actors (`/debug/actors`), on the metrics listener only.
+  const liveView = createLiveView({
+    actors: [
+      { name: 'semaphore', actor: semaphore },
+      { name: 'probeLimiter', actor: probeLimiter },
+      { name: 'readiness', actor: readiness },
+      { name: 'pool:render', actor: renderPool.supervisor },
+      { name: 'pool:probe', actor: probePool.supervisor },
+      ...(waitingRoom ? [{ name: 'waitingRoom', actor: waitingRoom.room }] : []),
+    ],
+  });
+
   const metricsHandler = async (req: IncomingMessage, res: ServerResponse) => {
     const path = (req.url ?? '/').split('?', 1)[0];
+    if (liveView.handle(req, res, path)) return;
     if ((req.method === 'GET' || req.method === 'HEAD') && path === '/metrics') {
       const { contentType, body } = await metrics.expose();
       res.writeHead(200, { 'content-type': contentType, 'cache-control': 'no-store' });
@@ -459,7 +487,10 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
     ],
     { logger },
   );
-  supervise = (actor, name) => void system.supervise(actor, name);
+  supervise = (actor, name) => {
+    liveView.track(actor, name);
+    void system.supervise(actor, name);
+  };
 
   return {
     handler,
@@ -485,6 +516,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
       return { url: `http://${host(a)}:${a.port}`, metricsUrl: `http://${host(m)}:${m.port}` };
     },
     async close() {
+      liveView.close(); // ends its event streams, which would otherwise hold the listener open
       const closing = [publicServer, metricsServer].filter((s): s is Server => s !== null);
       for (const s of closing) {
         s.close();
@@ -496,6 +528,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
       detachLog();
       waitingRoom?.stop();
       metrics.close();
+      inspection.close(); // last: the actors' final snapshots have been sent
     },
     actors: { semaphore, probeLimiter, readiness },
     renders,

@@ -14,7 +14,13 @@
  * - *Coordinator dies without a verdict*: the waiter's deadline (`AP_PROBE_TIMEOUT` + 3 s)
  *   answers `probe_timeout`; the coordinator's own probe deadline fires first.
  */
-import { type Actor, type AnyActorLogic, type AnyActorRef, createActor } from 'xstate';
+import {
+  type Actor,
+  type ActorOptions,
+  type AnyActorLogic,
+  type AnyActorRef,
+  createActor,
+} from 'xstate';
 import type { ConfigProvider } from '../config.js';
 import type { Failure } from '../http/errors.js';
 import type { ProbeOutcome, ResolvedSource } from '../http/handler.js';
@@ -50,14 +56,18 @@ export class ProbeService {
   readonly #config: ConfigProvider;
   readonly #machine;
   readonly #supervise: ((actor: AnyActorRef, name: string) => void) | undefined;
+  readonly #inspect: ActorOptions<AnyActorLogic>['inspect'];
 
   constructor(options: {
     limiter: AnyActorRef;
     config: ConfigProvider;
     probeLogic: AnyActorLogic;
     supervise?: (actor: AnyActorRef, name: string) => void;
+    /** XState inspection observer for every coordinator (the proxy's `inspect` option). */
+    inspect?: ActorOptions<AnyActorLogic>['inspect'];
   }) {
     this.#supervise = options.supervise;
+    this.#inspect = options.inspect;
     this.#limiter = options.limiter;
     this.#config = options.config;
     this.#machine = probeCoordinatorMachine.provide({ actors: { probe: options.probeLogic } });
@@ -93,6 +103,7 @@ export class ProbeService {
               firstWaiter: waiterId,
               probeInput: source,
             },
+            ...(this.#inspect ? { inspect: this.#inspect } : {}),
           });
           offs.push(inbox(actor, waiterId, settle as (m: unknown) => void));
           actor.on('unregister', () => this.registry.unregister(key, actor));

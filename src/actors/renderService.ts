@@ -17,7 +17,7 @@
  */
 
 import type { AnyActorRef } from 'xstate';
-import { type Actor, type AnyActorLogic, createActor } from 'xstate';
+import { type Actor, type ActorOptions, type AnyActorLogic, createActor } from 'xstate';
 import type { ConfigProvider } from '../config.js';
 import type { RenderRequest, SubscribeOutcome } from '../http/handler.js';
 import {
@@ -50,6 +50,8 @@ export interface RenderServiceOptions {
   readonly supervise?: (actor: AnyActorRef, name: string) => void;
   /** Writes every render into the variant store (absent: no store). */
   readonly tees?: TeeService;
+  /** XState inspection observer for every coordinator (the proxy's `inspect` option). */
+  readonly inspect?: ActorOptions<AnyActorLogic>['inspect'];
 }
 
 let slotSeq = 0;
@@ -190,6 +192,7 @@ export class RenderService {
         maxVariantBytes: () => this.#opts.config.get().maxVariantBytes,
         renderInput: this.#opts.renderInput(request),
       },
+      ...(this.#opts.inspect ? { inspect: this.#opts.inspect } : {}),
     });
     coordinator = actor;
     inbox(actor, subscriberId, onMessage);

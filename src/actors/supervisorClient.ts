@@ -76,6 +76,8 @@ export class SupervisorError extends Error {
 export interface StartSupervisorOptions {
   /** Timer source for the supervisor's delays (XState `SimulatedClock` in tests). */
   readonly clock?: ActorOptions<typeof processSupervisorMachine>['clock'];
+  /** XState inspection observer (the proxy's `inspect` option). */
+  readonly inspect?: ActorOptions<typeof processSupervisorMachine>['inspect'];
 }
 
 function checkMs(name: string, value: unknown, min = 1): void {
@@ -122,6 +124,7 @@ export function startProcessSupervisor(
   const actor = createActor(processSupervisorMachine, {
     input,
     ...(options.clock ? { clock: options.clock } : {}),
+    ...(options.inspect ? { inspect: options.inspect } : {}),
   });
   actor.start();
   return actor;

@@ -30,7 +30,7 @@
  * |---|---|---|
  * | `audio_proxy.variant_store.write_failure` | `key`, `reason` | a write failed under a healthy render |
  */
-import { type Actor, type AnyActorRef, createActor, fromCallback } from 'xstate';
+import { type Actor, type ActorOptions, type AnyActorRef, createActor, fromCallback } from 'xstate';
 import type { Config, ConfigProvider } from '../config.js';
 import { contentDisposition, contentTypeFor, IMMUTABLE_CACHE_CONTROL } from '../http/headers.js';
 import type { RenderOptions } from '../http/options.js';
@@ -101,6 +101,8 @@ export interface AttachTeeOptions {
   readonly metadata: VariantMetadata;
   /** Read once, for `AP_RENDER_TIMEOUT`. */
   readonly config: Config | ConfigProvider;
+  /** XState inspection observer (the proxy's `inspect` option). */
+  readonly inspect?: ActorOptions<typeof teeMachine>['inspect'];
 }
 
 export type TeeActor = Actor<typeof teeMachine>;
@@ -135,6 +137,7 @@ export function attachTee(options: AttachTeeOptions): TeeHandle {
   });
   const actor = createActor(machine, {
     input: { key, deadlineMs: config.renderTimeoutS * 1000 + TEE_SLACK_MS },
+    ...(options.inspect ? { inspect: options.inspect } : {}),
   });
   actor.on('write_failure', (e) => {
     publish(WRITE_FAILURE_CHANNEL, () => ({ key: e.key, reason: e.reason }));
@@ -185,6 +188,8 @@ export function attachTee(options: AttachTeeOptions): TeeHandle {
 export interface TeeServiceOptions {
   readonly store: VariantStore;
   readonly config: Config | ConfigProvider;
+  /** XState inspection observer for every tee (the proxy's `inspect` option). */
+  readonly inspect?: AttachTeeOptions['inspect'];
 }
 
 /** Starts a tee for each render and keeps track of the live ones. */
@@ -192,10 +197,12 @@ export class TeeService {
   readonly #store: VariantStore;
   readonly #config: Config | ConfigProvider;
   readonly #live = new Set<TeeHandle>();
+  readonly #inspect: AttachTeeOptions['inspect'];
 
   constructor(options: TeeServiceOptions) {
     this.#store = options.store;
     this.#config = options.config;
+    this.#inspect = options.inspect;
   }
 
   /** Tees not yet settled. */
@@ -210,6 +217,7 @@ export class TeeService {
       store: this.#store,
       metadata,
       config: this.#config,
+      ...(this.#inspect ? { inspect: this.#inspect } : {}),
     });
     this.#live.add(handle);
     void handle.done.then(() => this.#live.delete(handle));

@@ -18,7 +18,7 @@
  * - *Reservation lapsed before the claim*: the claim is refused (`reservation_expired`) and
  *   `withAdmission` answers `lost`; it never retries behind the caller's back.
  */
-import { type Actor, type AnyActorRef, createActor } from 'xstate';
+import { type Actor, type ActorOptions, type AnyActorRef, createActor } from 'xstate';
 import {
   type AdmissionQueueInput,
   admissionQueueMachine,
@@ -215,7 +215,13 @@ async function waitUntilReady(
  * Starts a room. The input is checked here, synchronously (TypeError/RangeError naming the
  * option), instead of surfacing later as an actor error. Stop the actor to end its sweep timer.
  */
-export function startWaitingRoom(input: AdmissionQueueInput): Actor<typeof admissionQueueMachine> {
+export function startWaitingRoom(
+  input: AdmissionQueueInput,
+  options: { inspect?: ActorOptions<typeof admissionQueueMachine>['inspect'] } = {},
+): Actor<typeof admissionQueueMachine> {
   initialRoom(input);
-  return createActor(admissionQueueMachine, { input }).start();
+  return createActor(admissionQueueMachine, {
+    input,
+    ...(options.inspect ? { inspect: options.inspect } : {}),
+  }).start();
 }

@@ -21,7 +21,7 @@
  * - *The semaphore has no free slot when the room reserves* (other traffic holds them): the
  *   `room:<session>` request queues like any waiter and the takeover moves the queued place.
  */
-import type { Actor, AnyActorRef } from 'xstate';
+import type { Actor, ActorOptions, AnyActorRef } from 'xstate';
 import type { ConfigProvider } from '../config.js';
 import type {
   AdmissionQueueTelemetry,
@@ -39,16 +39,25 @@ export class WaitingRoomService {
   readonly room: Actor<typeof admissionQueueMachine>;
   readonly #semaphore: AnyActorRef;
 
-  constructor(options: { semaphore: AnyActorRef; config: ConfigProvider; now?: () => number }) {
+  constructor(options: {
+    semaphore: AnyActorRef;
+    config: ConfigProvider;
+    now?: () => number;
+    /** XState inspection observer (the proxy's `inspect` option). */
+    inspect?: ActorOptions<typeof admissionQueueMachine>['inspect'];
+  }) {
     const c = options.config.get();
     this.#semaphore = options.semaphore;
-    this.room = startWaitingRoom({
-      slots: c.maxConcurrency,
-      reservationSeconds: c.waitingRoomReservationS,
-      heartbeatSeconds: c.waitingRoomHeartbeatS,
-      maxLength: c.waitingRoomMaxLength,
-      now: options.now ?? Date.now,
-    });
+    this.room = startWaitingRoom(
+      {
+        slots: c.maxConcurrency,
+        reservationSeconds: c.waitingRoomReservationS,
+        heartbeatSeconds: c.waitingRoomHeartbeatS,
+        maxLength: c.waitingRoomMaxLength,
+        now: options.now ?? Date.now,
+      },
+      options.inspect ? { inspect: options.inspect } : {},
+    );
     this.room.on('*', (event: { type: string }) =>
       this.#onRoomEvent(event as AdmissionQueueTelemetry),
     );

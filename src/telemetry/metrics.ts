@@ -51,10 +51,30 @@ export interface GaugeSources {
   }>;
   /** Coordinators registered (rendering, queued or lingering). */
   readonly rendersRunning: () => number;
+  /** Cluster mode's state and counts (absent: a single node; its metrics read 0). */
+  readonly cluster?: () => Promise<ClusterSample>;
   /** Optional extra gauges contributed by other owners (e.g. the process supervisors). */
   readonly extra?: () => Promise<
     Array<{ name: string; help: string; value: number; labels?: Record<string, string> }>
   >;
+}
+
+/** Outcomes of a forward to the claim owner, and of a hand-off to a peer (closed sets). */
+export const CLUSTER_FORWARD_OUTCOMES = ['relayed', 'torn', 'unreachable', 'client_gone'] as const;
+export const CLUSTER_HAND_OFF_OUTCOMES = [...CLUSTER_FORWARD_OUTCOMES, 'refused'] as const;
+export type ClusterForwardOutcome = (typeof CLUSTER_FORWARD_OUTCOMES)[number];
+export type ClusterHandOffOutcome = (typeof CLUSTER_HAND_OFF_OUTCOMES)[number];
+
+/** What cluster mode reports at scrape time; counters are cumulative since boot. */
+export interface ClusterSample {
+  readonly redisUp: boolean;
+  readonly claimsHeld: number;
+  /** Live nodes the registry lists (this one included); undefined when it could not be read. */
+  readonly nodes: number | undefined;
+  readonly reserved: number;
+  readonly committed: number;
+  readonly forwards: Readonly<Record<ClusterForwardOutcome, number>>;
+  readonly handOffs: Readonly<Record<ClusterHandOffOutcome, number>>;
 }
 
 function withDeadline<T>(p: Promise<T>, ms: number): Promise<T> {
@@ -162,6 +182,8 @@ export class Metrics {
       },
     });
 
+    this.#clusterMetrics(sources, registers);
+
     this.#on(RENDER_CHANNELS.stop, (m) => this.#finished(m, 'success'));
     this.#on(RENDER_CHANNELS.exception, (m) => this.#finished(m, m.class));
     this.#on(RENDER_CHANNELS.cacheLookup, (m) =>
@@ -176,6 +198,87 @@ export class Metrics {
           : 'unknown';
       this.#http.inc({ endpoint: closed(ENDPOINTS, m.endpoint), status });
     });
+  }
+
+  /** Always declared; read 0 on a single node. Sampled per proxy, so nodes sharing a process
+   *  (tests) never count each other's events. */
+  #clusterMetrics(sources: GaugeSources, registers: Registry[]) {
+    let pending: Promise<ClusterSample | undefined> | undefined;
+    // One sample per scrape, shared by every cluster metric's collect.
+    const sample = () => {
+      pending ??= (
+        sources.cluster
+          ? withDeadline(sources.cluster(), SCRAPE_SAMPLE_TIMEOUT_MS).catch(() => undefined)
+          : Promise.resolve(undefined)
+      ).finally(() => setImmediate(() => (pending = undefined)));
+      return pending;
+    };
+    const gauge = (name: string, help: string, pick: (s: ClusterSample) => number | undefined) =>
+      new Gauge({
+        name,
+        help,
+        registers,
+        collect: async function (this: Gauge) {
+          this.reset();
+          const s = await sample();
+          const v = s ? pick(s) : sources.cluster ? undefined : 0;
+          if (v !== undefined) this.set(v);
+        },
+      });
+    gauge('audio_proxy_cluster_enabled', '1 when cluster mode is on (AP_CLUSTER_REDIS_URL).', () =>
+      sources.cluster ? 1 : 0,
+    );
+    gauge('audio_proxy_cluster_redis_up', '1 while the cluster Redis answers.', (s) =>
+      s.redisUp ? 1 : 0,
+    );
+    gauge(
+      'audio_proxy_cluster_render_claims_held',
+      'Cache keys this node holds the cluster render claim for.',
+      (s) => s.claimsHeld,
+    );
+    gauge('audio_proxy_cluster_nodes', 'Live nodes in the cluster registry.', (s) => s.nodes);
+    new Gauge({
+      name: 'audio_proxy_cluster_reservations',
+      help: 'Registry slot reservations this node holds, by state.',
+      labelNames: ['state'],
+      registers,
+      collect: async function (this: Gauge<'state'>) {
+        this.reset();
+        const s = await sample();
+        this.set({ state: 'reserved' }, s?.reserved ?? 0);
+        this.set({ state: 'committed' }, s?.committed ?? 0);
+      },
+    });
+    const counter = <O extends string>(
+      name: string,
+      help: string,
+      outcomes: readonly O[],
+      pick: (s: ClusterSample) => Readonly<Record<O, number>>,
+    ) =>
+      new Counter({
+        name,
+        help,
+        labelNames: ['outcome'],
+        registers,
+        collect: async function (this: Counter<'outcome'>) {
+          const s = await sample();
+          if (!s) return; // keeps the last values: a counter never goes back
+          this.reset();
+          for (const o of outcomes) this.inc({ outcome: o }, pick(s)[o]);
+        },
+      });
+    counter(
+      'audio_proxy_cluster_forwards_total',
+      'Requests relayed to the node owning the render claim, by outcome.',
+      CLUSTER_FORWARD_OUTCOMES,
+      (s) => s.forwards,
+    );
+    counter(
+      'audio_proxy_cluster_hand_offs_total',
+      'Requests a full queue handed to a peer (refused: no peer had room), by outcome.',
+      CLUSTER_HAND_OFF_OUTCOMES,
+      (s) => s.handOffs,
+    );
   }
 
   #finished(m: Record<string, unknown>, outcome: unknown) {

@@ -1,5 +1,5 @@
 /**
- * The graph models of the eight charts: for each, the input it is explored with, the sample
+ * The graph models of the nine charts: for each, the input it is explored with, the sample
  * events (at least one per event type the chart handles), the abstract state the planner and the
  * walks compare, the fake I/O actors it is `provide()`d with, and the charts' unreachable
  * transitions (none may be listed without a reason, and a listed one that a walk reaches fails).
@@ -41,6 +41,7 @@ import {
   type SemaphoreContext,
   semaphoreMachine,
 } from '../../src/machines/semaphore.js';
+import { type TeeContext, teeMachine } from '../../src/machines/tee.js';
 import type { WorkerPool } from '../../src/workers/pool.js';
 import type { GraphModel } from './walk.js';
 
@@ -553,6 +554,42 @@ function admissionQueue(slots: number, maxLength: number, sweepMs: number): Grap
 }
 
 // ---------------------------------------------------------------------------------------------
+// tee: the writer is a fake that takes write/end; its reports are sent by the walk. The silence
+// deadline is resolved from the context on the simulated clock.
+
+const TEE_DEADLINE_MS = 5_000;
+
+const tee: GraphModel<null> = {
+  name: 'tee',
+  variant: `fake writer, ${TEE_DEADLINE_MS / 1000} s silence deadline`,
+  machine: teeMachine,
+  provide: () =>
+    teeMachine.provide({
+      actors: {
+        writer: fromCallback(({ receive }) => {
+          receive(() => {}); // write/end are the store's business
+        }),
+      },
+    }),
+  env: () => null,
+  input: () => ({ key: 'f:opus/local://music.flac', deadlineMs: TEE_DEADLINE_MS }),
+  events: (s) =>
+    samples(s, {
+      rendering: [{ type: 'rendering' }],
+      chunk: [{ type: 'chunk', data: Buffer.from('abc') }],
+      done: [{ type: 'done', info: { bytes: 3 } }],
+      error: [{ type: 'error', failure: { class: 'render_failed' } }],
+      'coordinator.gone': [{ type: 'coordinator.gone' }],
+      'writer.committed': [{ type: 'writer.committed', size: 3 }],
+      'writer.failed': [{ type: 'writer.failed', reason: 'disk full' }],
+    }),
+  serialize: (s) => {
+    const c = s.context as TeeContext;
+    return json([s.value, c.bytes > 0, c.outcome, c.reason !== null]);
+  },
+};
+
+// ---------------------------------------------------------------------------------------------
 
 export const MODELS: Readonly<Record<string, readonly GraphModel<any>[]>> = {
   semaphore: [semaphore],
@@ -563,6 +600,7 @@ export const MODELS: Readonly<Record<string, readonly GraphModel<any>[]>> = {
   probeCoordinator: [probeCoordinator],
   processSupervisor: [processSupervisor],
   admissionQueue: [admissionQueue(2, 1, 0), admissionQueue(1, 1, 1_000)],
+  tee: [tee],
 };
 
 /**
