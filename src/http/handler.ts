@@ -52,7 +52,12 @@ export interface ResolvedSource {
   readonly source: Source;
   readonly canonical: string;
   /** What ffmpeg opens: a file path, or a (presigned) URL. */
-  readonly input: { readonly url: string; readonly kind: 'local' | 's3' | 'https' };
+  readonly input: {
+    readonly url: string;
+    readonly kind: 'local' | 's3' | 'https';
+    /** Roots ffmpeg verifies a TLS input against (remote sources only). */
+    readonly caFile?: string;
+  };
   readonly size?: number;
   readonly mtimeMs?: number;
 }
@@ -75,6 +80,8 @@ export type ProbeOutcome =
 export interface RenderRequest {
   /** A semaphore slot id to take over instead of requesting one (a waiting-room claim). */
   readonly adoptSlotId?: string;
+  /** A cluster registry reservation this render was handed off with (a peer's full queue). */
+  readonly clusterReservation?: string;
   readonly key: string;
   readonly options: RenderOptions;
   readonly source: ResolvedSource;
@@ -122,6 +129,33 @@ export interface HandlerServices {
   retryAfterS(): Promise<number>;
   /** Present when AP_WAITING_ROOM is on. */
   readonly waitingRoom?: WaitingRoomEndpoints;
+  /** Present when AP_CLUSTER_REDIS_URL is on (see cluster/cluster.ts). */
+  readonly cluster?: ClusterEndpoints;
+}
+
+/** What the handler needs from cluster mode. Neither call ever fails: Redis trouble is `local`. */
+export interface ClusterEndpoints {
+  /**
+   * Before a MISS renders: claims the key for this node (`local`; `done` runs when the response
+   * closes), or relays the answer of the peer that holds the claim (`relayed`).
+   */
+  beforeRender(
+    req: IncomingMessage,
+    res: ServerResponse,
+    key: string,
+  ): Promise<
+    | { readonly type: 'local'; readonly reservation?: string; done(): void }
+    | { readonly type: 'relayed' }
+  >;
+  /** The local queue is full: relays a peer's answer, or refuses with the cluster's Retry-After. */
+  handOff(
+    req: IncomingMessage,
+    res: ServerResponse,
+    key: string,
+    localRetryAfterS: number,
+  ): Promise<
+    { readonly type: 'relayed' } | { readonly type: 'refused'; readonly retryAfterS: number }
+  >;
 }
 
 /** What the handler needs from the waiting room (see actors/waitingRoomService.ts). */
@@ -256,7 +290,7 @@ async function route(x: Exchange, config: Config, services: HandlerServices, met
     );
     return;
   }
-  if (path === '/metrics') {
+  if (path === '/metrics' || path === '/debug/actors' || path.startsWith('/debug/actors/')) {
     // Served only on the metrics listener; here it is the router's own miss.
     fail(x, { type: 'not_found', scope: 'route' });
     return;
@@ -361,6 +395,10 @@ async function route(x: Exchange, config: Config, services: HandlerServices, met
     x.res.end();
     return;
   }
+  // 8b. cluster: one render per key across nodes; the claim's owner answers instead of us
+  const routed = services.cluster ? await services.cluster.beforeRender(x.req, x.res, key) : null;
+  if (routed?.type === 'relayed') return;
+  if (routed) x.res.once('close', () => routed.done());
   // 9. probe gate
   const probe = await services.probe(resolved);
   if (!probe.ok) {
@@ -386,6 +424,7 @@ async function route(x: Exchange, config: Config, services: HandlerServices, met
         source: resolved,
         media: probe.media,
         ...(adoptSlotId ? { adoptSlotId } : {}),
+        ...(routed?.reservation ? { clusterReservation: routed.reservation } : {}),
       },
       successHeaders,
     );
@@ -679,6 +718,20 @@ async function deliver(
   const outcome = await services.subscribe(request, id, onMessage);
   if (outcome.type === 'failed') {
     early = null;
+    if (!finished && outcome.failure.class === 'queue_full' && services.cluster) {
+      // A full queue here may be a free slot on a peer: hand the request over before any 429.
+      clearTimeout(timer);
+      const handed = await services.cluster.handOff(
+        x.req,
+        res,
+        request.key,
+        outcome.failure.retryAfterS ?? 1,
+      );
+      if (handed.type === 'relayed') finish({ ok: true });
+      else if (!finished)
+        failBeforeOrTearDown({ ...outcome.failure, retryAfterS: handed.retryAfterS });
+      return settled;
+    }
     if (!finished) failBeforeOrTearDown(outcome.failure);
     return settled;
   }

@@ -4,8 +4,8 @@
  *
  * Trust: the system store, or the PEM bundle in `AP_S3_CA_BUNDLE` when it is set (one bundle for
  * every outbound TLS connection of the source side; a private CA usually signs both the object
- * store and the media hosts). The HEAD is the proxy's own check: ffmpeg's TLS verification is its
- * own (see the report on `-tls_verify`/`-ca_file`).
+ * store and the media hosts). ffmpeg and ffprobe verify against the same roots (`sources/trust.ts`:
+ * `-tls_verify 1 -ca_file …`), so the HEAD and the read trust alike.
  *
  * ## Invariants
  * - **Unlisted means 404**, and so do missing (404/410), forbidden (401/403/451) and any redirect:
@@ -31,6 +31,7 @@ import type { Failure } from '../http/errors.js';
 import type { ResolvedSource } from '../http/handler.js';
 import { authorizeRemote, type Source } from './parse.js';
 import type { ResolveRemoteOptions } from './s3.js';
+import { caFileFor, caFileInput } from './trust.js';
 
 /** The HEAD's whole budget, in ms: a media host slower than this will not stream well either. */
 export const HTTPS_HEAD_TIMEOUT_MS = 5_000;
@@ -132,7 +133,7 @@ export async function resolveHttpsSource(
   return {
     source,
     canonical,
-    input: { url: source.url, kind: 'https' },
+    input: { url: source.url, kind: 'https', ...caFileInput(caFileFor(caBundle)) },
     ...(size !== undefined ? { size } : {}),
     ...(mtimeMs !== undefined ? { mtimeMs } : {}),
   };

@@ -32,6 +32,7 @@ import type { Failure } from '../http/errors.js';
 import type { ResolvedSource } from '../http/handler.js';
 import { classifyS3Error, createS3Client } from '../store/s3client.js';
 import { authorizeRemote, type Source } from './parse.js';
+import { caFileFor, caFileInput } from './trust.js';
 
 /** Shortest presigned source URL lifetime, in seconds: covers a long render with seeks. */
 export const SOURCE_PRESIGN_MIN_TTL_S = 3_600;
@@ -124,7 +125,7 @@ async function present(
   return {
     source,
     canonical,
-    input: { url, kind: 's3' },
+    input: { url, kind: 's3', ...caFileInput(caFileFor(config.s3.caBundle)) },
     ...(size !== undefined ? { size } : {}),
     ...(mtimeMs !== undefined ? { mtimeMs } : {}),
   };

@@ -15,7 +15,8 @@
  *   emitted is in `ARGV_FLAGS`, and every filter value is a number the options layer bounded.
  * - **Protocols follow the source kind, never the request.** Local reads get `file` only, remote
  *   reads get TLS over TCP only (plus cleartext HTTP for an `http://` S3 endpoint): no source can
- *   pivot ffmpeg across the file-system/network boundary.
+ *   pivot ffmpeg across the file-system/network boundary. A TLS input always verifies its peer
+ *   (`-tls_verify 1`, `-ca_file` when the caller named a bundle).
  * - **Filter order is load-bearing:** enhance → loudnorm → volume → resample → afade. Cleanup
  *   runs before loudness is measured; `gain` offsets a normalised result; single-pass loudnorm
  *   outputs 192 kHz, so a resample always follows it; fades shape the final signal. The resample
@@ -47,6 +48,8 @@ export interface ArgvInput {
   readonly bitDepth?: number;
   /** The source's channel count (probe). Pinned with `-ac` under `norm`; see `channelArgs`. */
   readonly channels?: number;
+  /** PEM roots a TLS input is verified against (`-ca_file`); see `sources/trust.ts`. */
+  readonly caFile?: string;
 }
 
 /** What the peaks reducer was built for: the decode must produce exactly this interleaving. */
@@ -138,6 +141,8 @@ export const ARGV_FLAGS: Readonly<Record<string, 0 | 1>> = Object.freeze({
   '-hide_banner': 0,
   '-loglevel': 1,
   '-protocol_whitelist': 1,
+  '-tls_verify': 1,
+  '-ca_file': 1,
   '-ss': 1,
   '-t': 1,
   '-i': 1,
@@ -168,6 +173,17 @@ export function protocolWhitelist(input: Pick<ArgvInput, 'url' | 'kind'>): strin
     default:
       throw new TypeError(`unknown source kind ${JSON.stringify((input as ArgvInput).kind)}`);
   }
+}
+
+/**
+ * Peer verification for an input read over TLS: ffmpeg's default is not to verify, so every
+ * remote input asks for it, against `caFile` when one is known. Nothing for cleartext inputs.
+ */
+export function tlsArgs(input: Pick<ArgvInput, 'url' | 'kind' | 'caFile'>): string[] {
+  if (input.kind === 'local' || !input.url.startsWith('https://')) return [];
+  return input.caFile === undefined
+    ? ['-tls_verify', '1']
+    : ['-tls_verify', '1', '-ca_file', input.caFile];
 }
 
 /**
@@ -258,6 +274,7 @@ function head(options: RenderOptions, input: ArgvInput): string[] {
     ...BASELINE,
     '-protocol_whitelist',
     protocolWhitelist(input),
+    ...tlsArgs(input),
     ...seekArgs(options),
     '-i',
     url,

@@ -32,7 +32,7 @@
  * | `undecodable_source` | no audio stream, or (when required) no duration |
  * | `render_failed` | the output is not a JSON object, or is over the size bound |
  */
-import { type ArgvInput, inputArgument, protocolWhitelist } from './argv.js';
+import { type ArgvInput, inputArgument, protocolWhitelist, tlsArgs } from './argv.js';
 
 /** Real probes are a few KiB; beyond this the source carries something pathological. */
 export const MAX_PROBE_OUTPUT_BYTES = 1_048_576;
@@ -118,7 +118,7 @@ export interface InfoBody {
 type Json = Record<string, unknown>;
 
 /** ffprobe argv (no executable): every stream and the container, as JSON; input last. */
-export function buildProbeArgv(input: Pick<ArgvInput, 'url' | 'kind'>): string[] {
+export function buildProbeArgv(input: Pick<ArgvInput, 'url' | 'kind' | 'caFile'>): string[] {
   const url = inputArgument(input);
   return [
     '-hide_banner',
@@ -130,6 +130,7 @@ export function buildProbeArgv(input: Pick<ArgvInput, 'url' | 'kind'>): string[]
     'json',
     '-protocol_whitelist',
     protocolWhitelist(input),
+    ...tlsArgs(input),
     url,
   ];
 }

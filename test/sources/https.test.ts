@@ -1,7 +1,8 @@
 /**
  * `https://` sources against a local HTTPS server whose self-signed certificate (made here with
  * openssl) is trusted through `AP_S3_CA_BUNDLE`: an allowlisted, present file resolves with its
- * size and mtime and ffprobe reads the URL; an unlisted host is a 404 without any request; 404,
+ * size and mtime and ffprobe reads the URL, verifying the peer against that bundle (and refusing it
+ * against the system roots); an unlisted host is a 404 without any request; 404,
  * 403 and redirects are 404; 5xx, an untrusted certificate, a refused connection and a timeout
  * are 502; a server without HEAD is not refused; a large declared size is 413 for renders only.
  */
@@ -18,6 +19,7 @@ import { loadConfig } from '../../src/config.js';
 import type { ResolvedSource } from '../../src/http/handler.js';
 import { parseSource } from '../../src/sources/parse.js';
 import { resolveRemote } from '../../src/sources/remote.js';
+import { systemCaBundle } from '../../src/sources/trust.js';
 import { resolveFfprobe } from '../../src/workers/ffmpegPath.js';
 import { buildProbeArgv } from '../../src/workers/probe.js';
 import { makeFixtures } from '../fixtures/audio.js';
@@ -126,7 +128,11 @@ async function resolve(
 describe('https:// sources', () => {
   it('an allowlisted file resolves with its size and mtime, and ffprobe reads it', async () => {
     const r = (await resolve('/a.wav')) as ResolvedSource;
-    expect(r.input).toEqual({ url: `https://127.0.0.1:${port}/a.wav`, kind: 'https' });
+    expect(r.input).toEqual({
+      url: `https://127.0.0.1:${port}/a.wav`,
+      kind: 'https',
+      caFile: certFile,
+    });
     expect(r.canonical).toBe(`https://127.0.0.1:${port}/a.wav`);
     expect(r.size).toBe(wav.length);
     expect(r.mtimeMs).toBe(Date.parse(LAST_MODIFIED));
@@ -135,6 +141,21 @@ describe('https:// sources', () => {
     const ffprobe = resolveFfprobe({ env: process.env }).path;
     const { stdout } = await run(ffprobe, buildProbeArgv(r.input));
     expect(JSON.parse(stdout).streams[0]).toMatchObject({ codec_type: 'audio', channels: 2 });
+  });
+
+  it('ffmpeg verifies the peer: ffprobe refuses a certificate its bundle does not vouch for', async () => {
+    const r = (await resolve('/a.wav')) as ResolvedSource;
+    const argv = buildProbeArgv(r.input);
+    expect(argv).toEqual(expect.arrayContaining(['-tls_verify', '1', '-ca_file', certFile]));
+    const ffprobe = resolveFfprobe({ env: process.env }).path;
+    // The same URL against the system roots only (no bundle of ours): the handshake must fail.
+    const system = systemCaBundle();
+    const untrusted = buildProbeArgv({
+      url: r.input.url,
+      kind: 'https',
+      ...(system ? { caFile: system } : {}),
+    });
+    await expect(run(ffprobe, untrusted)).rejects.toMatchObject({ code: expect.any(Number) });
   });
 
   it('an unlisted host is a 404 without any request; so is every host when the list is empty', async () => {

@@ -52,15 +52,32 @@ describe('buildRenderArgv: shape', () => {
     const argv = buildRenderArgv(opts('f:opus/br:96/t:12.5:30/fade:0.5:1'), {
       url: 'https://example.test/a.wav',
       kind: 'https',
+      caFile: '/etc/roots.pem',
     });
     expect(argv).toEqual([
       ...['-nostdin', '-nostats', '-hide_banner', '-loglevel', 'error'],
       ...['-protocol_whitelist', 'https,tls,tcp'],
+      ...['-tls_verify', '1', '-ca_file', '/etc/roots.pem'],
       ...['-ss', '12.5', '-t', '30', '-i', 'https://example.test/a.wav'],
       ...['-vn', '-sn', '-dn'],
       ...['-af', 'afade=t=in:st=0:d=0.5,afade=t=out:st=29:d=1'],
       ...['-c:a', 'libopus', '-b:a', '96k', '-f', 'ogg', 'pipe:1'],
     ]);
+  });
+
+  it('verifies every TLS input, never a local or cleartext one', () => {
+    const o = opts('f:mp3');
+    const https = buildRenderArgv(o, { url: 'https://h/a.wav', kind: 'https' });
+    expect(https.slice(https.indexOf('-tls_verify'), https.indexOf('-i'))).toEqual([
+      '-tls_verify',
+      '1',
+    ]);
+    const s3 = buildRenderArgv(o, { url: 'https://s3/b/k?X-Amz=1', kind: 's3', caFile: '/ca' });
+    expect(s3).toEqual(expect.arrayContaining(['-tls_verify', '1', '-ca_file', '/ca']));
+    expect(buildRenderArgv(o, { url: 'http://minio:9000/b/k', kind: 's3' })).not.toContain(
+      '-tls_verify',
+    );
+    expect(buildRenderArgv(o, local('/srv/a.wav'))).not.toContain('-tls_verify');
   });
 
   it('defaults to mp3 with no filters and no -ac', () => {

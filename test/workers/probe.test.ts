@@ -43,10 +43,10 @@ describe('buildProbeArgv', () => {
       ...['-hide_banner', '-v', 'error', '-show_format', '-show_streams', '-of', 'json'],
       ...['-protocol_whitelist', 'file', 'file:/srv/a.wav'],
     ]);
-    const remote = buildProbeArgv({ url: 'https://h/a.mp3?sig=1', kind: 'https' });
-    expect(remote.slice(-3)).toEqual([
-      '-protocol_whitelist',
-      'https,tls,tcp',
+    const remote = buildProbeArgv({ url: 'https://h/a.mp3?sig=1', kind: 'https', caFile: '/ca' });
+    expect(remote.slice(-7)).toEqual([
+      ...['-protocol_whitelist', 'https,tls,tcp'],
+      ...['-tls_verify', '1', '-ca_file', '/ca'],
       'https://h/a.mp3?sig=1',
     ]);
     expect(buildProbeArgv({ url: '/x', kind: 'local' })).not.toContain('-select_streams');
