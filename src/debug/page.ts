@@ -1,0 +1,393 @@
+/**
+ * The live view's page: one self-contained HTML document (inline CSS and plain inline JS, no
+ * library, nothing fetched but its own event stream) that draws every chart from the models it
+ * is given and lights up the states of the live actors as `/debug/actors/events` reports them.
+ *
+ * ## Layout
+ * Each chart is nested boxes, one per state, children in a wrapping row, in declaration order.
+ * A box lists its transitions (`event [guard] → target`); targetless ones are gathered on one
+ * line. Arrows between boxes are an SVG layer drawn from the boxes' measured positions after
+ * layout (and again on resize); hovering a transition row brings its arrow forward. Arrows are
+ * omitted between a box and its own ancestor: the row says it.
+ *
+ * ## Invariants
+ * - **Data never becomes markup**: everything that came from a request (render keys, labels,
+ *   feed values) is set through `textContent`; the chart JSON is embedded with `<` escaped.
+ * - **Nothing external**: the server sends a CSP of `default-src 'none'` with inline script and
+ *   style and `connect-src 'self'`, so a stray external reference would fail, not load.
+ * - **The page holds no state the stream cannot rebuild**: a reconnect's `snapshot` replaces it.
+ *
+ * ## Races
+ * - *Stream breaks*: EventSource reconnects (the server's `retry`), and the new `snapshot`
+ *   clears what the page showed, so no actor from before the break lingers as live.
+ * - *`gone` then a late `actor` for the same id*: an ended id is remembered and ignored.
+ *
+ * ## Hooks for tests and readers
+ * | Selector | Meaning |
+ * |---|---|
+ * | `[data-chart=C] [data-state=ID].active` | some live actor of chart C is in state ID |
+ * | `#sem-held`, `#sem-queued`, `#sem-q-<class>` | the semaphore's counts |
+ * | `#renders tr[data-key]` | one live render coordinator per key |
+ * | `#conn[data-state=open]` | the event stream is connected |
+ */
+import type { ChartModel } from './chartModel.js';
+
+/** An actor that ended stays on screen, dimmed, this long, so a short render can be seen. */
+export const ENDED_VISIBLE_MS = 4_000;
+/** Feed lines kept on screen. */
+export const FEED_LINES = 60;
+
+const STYLE = `
+:root { font: 13px/1.35 system-ui, sans-serif; color: #1d232b; background: #f5f6f8; }
+body { margin: 0; padding: 12px 16px 40px; }
+header { display: flex; gap: 16px; align-items: baseline; }
+h1 { font-size: 18px; margin: 0 0 8px; }
+h2 { font-size: 14px; margin: 0 0 6px; }
+#conn { font-size: 12px; padding: 1px 8px; border-radius: 9px; background: #ddd; }
+#conn[data-state=open] { background: #c8efd0; }
+#conn[data-state=error] { background: #f5c9c9; }
+.cards { display: flex; flex-wrap: wrap; gap: 10px; margin-bottom: 12px; }
+.card { background: #fff; border: 1px solid #d5d9df; border-radius: 6px; padding: 8px 10px; min-width: 220px; }
+.card table { border-collapse: collapse; font-size: 12px; }
+.card td, .card th { padding: 1px 6px; text-align: left; border-bottom: 1px solid #eee; }
+.big { font-size: 20px; font-weight: 600; }
+.bar { display: inline-block; height: 8px; background: #5b8def; vertical-align: middle; margin-left: 4px; }
+tr.ended, .chip.ended { opacity: .45; text-decoration: line-through; }
+.chart { background: #fff; border: 1px solid #d5d9df; border-radius: 6px; padding: 8px 10px; margin-bottom: 12px; }
+.chart .meta { font-size: 12px; color: #555; margin-bottom: 6px; }
+.chips { display: flex; flex-wrap: wrap; gap: 4px; margin-bottom: 6px; }
+.chip { font-size: 11px; border: 1px solid #b9c3d0; border-radius: 9px; padding: 0 7px; background: #eef2f7; max-width: 520px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; cursor: pointer; }
+.chip.focus { background: #ffe9a8; border-color: #d8a400; }
+.canvas { position: relative; }
+.canvas > svg { position: absolute; left: 0; top: 0; z-index: 2; pointer-events: none; overflow: visible; }
+.state { position: relative; border: 1.5px solid #8a97a8; border-radius: 7px; padding: 4px 6px; margin: 4px; background: #fbfcfd; min-width: 120px; }
+.state.type-final { border-style: double; border-width: 4px; }
+.state.type-parallel > .kids > .state { border-style: dashed; }
+.state.active { border-color: #1f7a3a; background: #e3f6e8; box-shadow: 0 0 0 2px #7dcf93; }
+.state.focus { box-shadow: 0 0 0 3px #e0a800; }
+.head { display: flex; gap: 6px; align-items: baseline; font-weight: 600; }
+.head .init { color: #1f5fbf; font-size: 10px; }
+.head .badge { font-size: 11px; font-weight: 600; color: #fff; background: #1f7a3a; border-radius: 8px; padding: 0 6px; display: none; }
+.state.active > .head .badge { display: inline; }
+.inv { font-size: 11px; font-style: italic; color: #6a4c93; }
+ul.tx { list-style: none; margin: 2px 0; padding: 0; font-size: 11px; color: #374151; }
+ul.tx li { white-space: nowrap; }
+ul.tx li.self { color: #7b8594; white-space: normal; max-width: 420px; }
+ul.tx li:hover { color: #c0392b; }
+.g { color: #8a6d00; }
+.kids { display: flex; flex-wrap: wrap; align-items: flex-start; gap: 6px 18px; }
+path.arrow { fill: none; stroke: #9aa6b5; stroke-width: 1.2; opacity: .55; }
+path.arrow.hot { stroke: #c0392b; stroke-width: 2; opacity: 1; }
+#feed { font: 11px/1.3 ui-monospace, monospace; max-height: 260px; overflow: auto; padding-left: 18px; }
+`;
+
+const SCRIPT = String.raw`
+'use strict';
+const CHARTS = JSON.parse(document.getElementById('chart-data').textContent);
+const ENDED_MS = Number(document.body.dataset.endedMs);
+const FEED_LINES = Number(document.body.dataset.feedLines);
+const actors = new Map();   // id -> view
+const ended = new Map();    // id -> view (dimmed until removed)
+const endedIds = new Set();
+let focus = null;
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = String(text);
+  return e;
+}
+function shortId(id, chart) { return id.startsWith(chart.id + '.') ? id.slice(chart.id.length + 1) : id; }
+
+// ---- drawing the charts from their models ------------------------------------------------
+function drawState(node, chart, isInitial) {
+  const box = el('div', 'state type-' + node.type);
+  box.dataset.state = node.id;
+  const head = el('div', 'head');
+  if (isInitial) head.append(el('span', 'init', '\u25CF\u2192'));
+  head.append(el('span', 'name', node.key), el('span', 'badge', ''));
+  box.append(head);
+  if (node.invokes.length) box.append(el('div', 'inv', 'invokes ' + node.invokes.join(', ')));
+  const list = el('ul', 'tx');
+  const targetless = [];
+  for (const t of node.transitions) {
+    if (t.targets.length === 0) { if (!targetless.includes(t.label)) targetless.push(t.label); continue; }
+    const li = el('li');
+    li.dataset.from = t.source;
+    li.dataset.to = t.targets.join(' ');
+    li.append(el('span', '', t.label));
+    if (t.guard) li.append(el('span', 'g', ' [' + t.guard + ']'));
+    li.append(document.createTextNode(' \u2192 ' + t.targets.map((x) => shortId(x, chart)).join(', ')));
+    li.title = t.actions.length ? 'actions: ' + t.actions.join(', ') : 'no actions';
+    list.append(li);
+  }
+  if (targetless.length) list.append(el('li', 'self', '\u21BA ' + targetless.join(', ')));
+  if (list.childElementCount) box.append(list);
+  if (node.children.length) {
+    const kids = el('div', 'kids');
+    for (const c of node.children) kids.append(drawState(c, chart, node.initial.includes(c.id)));
+    box.append(kids);
+  }
+  return box;
+}
+
+function drawChart(chart) {
+  const sec = el('section', 'chart');
+  sec.dataset.chart = chart.id;
+  sec.append(el('h2', '', chart.title));
+  const meta = el('div', 'meta', 'machine id ' + chart.id + ' \u00B7 live: ');
+  const count = el('span', 'live-count', '0');
+  meta.append(count);
+  const chips = el('div', 'chips');
+  const canvas = el('div', 'canvas');
+  const svg = document.createElementNS('http://www.w3.org/2000/svg', 'svg');
+  canvas.append(svg, drawState(chart.root, chart, true));
+  sec.append(meta, chips, canvas);
+  return sec;
+}
+
+function contains(a, b) { return a !== b && a.contains(b); }
+function edgePoint(r, tx, ty) {
+  const cx = r.x + r.w / 2, cy = r.y + r.h / 2, dx = tx - cx, dy = ty - cy;
+  if (dx === 0 && dy === 0) return [cx, cy];
+  const s = Math.min(Math.abs((r.w / 2) / (dx || 1e-9)), Math.abs((r.h / 2) / (dy || 1e-9)));
+  return [cx + dx * s, cy + dy * s];
+}
+function drawArrows(sec) {
+  const canvas = sec.querySelector('.canvas');
+  const svg = canvas.querySelector('svg');
+  const base = canvas.getBoundingClientRect();
+  svg.setAttribute('width', String(base.width));
+  svg.setAttribute('height', String(base.height));
+  svg.textContent = '';
+  const ns = 'http://www.w3.org/2000/svg';
+  const defs = document.createElementNS(ns, 'defs');
+  const marker = document.createElementNS(ns, 'marker');
+  const mid = 'm-' + sec.dataset.chart;
+  marker.setAttribute('id', mid);
+  marker.setAttribute('viewBox', '0 0 10 10');
+  marker.setAttribute('refX', '9'); marker.setAttribute('refY', '5');
+  marker.setAttribute('markerWidth', '7'); marker.setAttribute('markerHeight', '7');
+  marker.setAttribute('orient', 'auto-start-reverse');
+  const tip = document.createElementNS(ns, 'path');
+  tip.setAttribute('d', 'M0,0 L10,5 L0,10 z');
+  tip.setAttribute('fill', '#9aa6b5');
+  marker.append(tip); defs.append(marker); svg.append(defs);
+  const boxes = new Map();
+  for (const b of canvas.querySelectorAll('.state')) boxes.set(b.dataset.state, b);
+  const rect = (b) => { const r = b.getBoundingClientRect(); return { x: r.left - base.left, y: r.top - base.top, w: r.width, h: r.height }; };
+  const drawn = new Map();
+  for (const li of canvas.querySelectorAll('li[data-from]')) {
+    const from = boxes.get(li.dataset.from);
+    for (const to of li.dataset.to.split(' ')) {
+      const target = boxes.get(to);
+      if (!from || !target || from === target || contains(from, target) || contains(target, from)) continue;
+      const key = li.dataset.from + '>' + to;
+      let path = drawn.get(key);
+      if (!path) {
+        const a = rect(from), b = rect(target);
+        const [x1, y1] = edgePoint(a, b.x + b.w / 2, b.y + b.h / 2);
+        const [x2, y2] = edgePoint(b, a.x + a.w / 2, a.y + a.h / 2);
+        const mx = (x1 + x2) / 2 - (y2 - y1) * 0.15, my = (y1 + y2) / 2 + (x2 - x1) * 0.15;
+        path = document.createElementNS(ns, 'path');
+        path.setAttribute('class', 'arrow');
+        path.setAttribute('d', 'M' + x1 + ',' + y1 + ' Q' + mx + ',' + my + ' ' + x2 + ',' + y2);
+        path.setAttribute('marker-end', 'url(#' + mid + ')');
+        svg.append(path);
+        drawn.set(key, path);
+      }
+      li.addEventListener('mouseenter', () => path.classList.add('hot'));
+      li.addEventListener('mouseleave', () => path.classList.remove('hot'));
+    }
+  }
+}
+
+const chartsEl = document.getElementById('charts');
+for (const chart of CHARTS) chartsEl.append(drawChart(chart));
+function redrawArrows() { for (const sec of document.querySelectorAll('.chart')) drawArrows(sec); }
+let resizeTimer = null;
+window.addEventListener('resize', () => { clearTimeout(resizeTimer); resizeTimer = setTimeout(redrawArrows, 100); });
+
+// ---- live state --------------------------------------------------------------------------
+function allViews() { return [...actors.values(), ...ended.values()]; }
+
+function paintCharts() {
+  for (const sec of document.querySelectorAll('.chart')) {
+    const id = sec.dataset.chart;
+    const live = [...actors.values()].filter((a) => a.chart === id);
+    const counts = new Map();
+    for (const a of live) for (const s of a.active) counts.set(s, (counts.get(s) || 0) + 1);
+    const focused = focus && actors.get(focus);
+    for (const box of sec.querySelectorAll('.state')) {
+      const n = counts.get(box.dataset.state) || 0;
+      box.classList.toggle('active', n > 0);
+      box.querySelector('.badge').textContent = n > 1 ? '\u00D7' + n : '\u25CF';
+      box.classList.toggle('focus', !!focused && focused.chart === id && focused.active.includes(box.dataset.state));
+    }
+    sec.querySelector('.live-count').textContent = String(live.length);
+    const chips = sec.querySelector('.chips');
+    chips.textContent = '';
+    for (const a of allViews().filter((v) => v.chart === id)) {
+      const chip = el('span', 'chip' + (ended.has(a.id) ? ' ended' : '') + (focus === a.id ? ' focus' : ''), a.label + ': ' + a.value);
+      chip.title = a.label + '\n' + a.value + '\n' + JSON.stringify(a.details);
+      chip.dataset.actor = a.id;
+      chip.addEventListener('click', () => { focus = focus === a.id ? null : a.id; paint(); });
+      chips.append(chip);
+    }
+  }
+}
+
+function setText(id, v) { const e = document.getElementById(id); if (e) e.textContent = v === undefined || v === null ? '\u2013' : String(v); }
+
+function paintCards() {
+  const views = [...actors.values()];
+  const sem = views.find((a) => a.chart === 'semaphore');
+  const d = sem ? sem.details : {};
+  setText('sem-held', d.held); setText('sem-capacity', d.capacity);
+  setText('sem-queued', d.queued); setText('sem-queueSize', d.queueSize);
+  setText('sem-holders', d.holders || ''); setText('sem-waiters', d.waiters || '');
+  for (const cls of ['interactive', 'high', 'normal', 'low']) {
+    const n = d['queued_' + cls];
+    setText('sem-q-' + cls, n);
+    const bar = document.getElementById('sem-bar-' + cls);
+    if (bar) bar.style.width = Math.min(200, (n || 0) * 12) + 'px';
+  }
+  const pl = views.find((a) => a.chart === 'probeLimiter');
+  setText('probe-held', pl ? pl.details.held : null); setText('probe-capacity', pl ? pl.details.capacity : null);
+  const rd = views.find((a) => a.chart === 'readiness');
+  setText('readiness', rd ? rd.value : null);
+
+  const pools = document.getElementById('pools');
+  pools.textContent = '';
+  for (const p of views.filter((a) => a.chart === 'processSupervisor')) {
+    const tr = el('tr');
+    tr.dataset.pool = p.label;
+    for (const v of [p.label, p.value, p.details.generation, p.details.tasksSinceStart, p.details.restarts, p.details.healthy]) tr.append(el('td', '', v));
+    pools.append(tr);
+  }
+
+  const renders = document.getElementById('renders');
+  renders.textContent = '';
+  const coordinators = allViews().filter((a) => a.chart === 'renderCoordinator');
+  for (const c of coordinators) {
+    const tr = el('tr', ended.has(c.id) ? 'ended' : '');
+    tr.dataset.key = String(c.details.key || c.label);
+    tr.dataset.state = c.value;
+    const child = allViews().find((v) => v.parent === c.id && v.chart === 'render');
+    const key = String(c.details.key || c.label);
+    const input = String(c.details.input || '');
+    const variant = (c.details.output || '?') + ' \u2190 ' + input.slice(input.lastIndexOf('/') + 1);
+    for (const v of [key.slice(0, 12) + '\u2026', variant, c.value, child ? child.value : '', c.details.subscribers, c.details.bytes]) tr.append(el('td', '', v));
+    tr.title = key + '\n' + input;
+    renders.append(tr);
+  }
+  if (!coordinators.length) { const tr = el('tr'); tr.append(el('td', 'none', 'no render in progress')); renders.append(tr); }
+
+  const room = views.find((a) => a.chart === 'admissionQueue');
+  const roomEl = document.getElementById('room');
+  roomEl.textContent = room
+    ? room.value + ' \u00B7 queued ' + room.details.queue + ' \u00B7 tickets ' + room.details.tickets + ' \u00B7 slots ' + room.details.slots + (room.details.meanS != null ? ' \u00B7 mean ' + room.details.meanS + ' s' : '')
+    : 'off (AP_WAITING_ROOM is not set)';
+}
+
+let painting = false;
+function paint() {
+  if (painting) return;
+  painting = true;
+  requestAnimationFrame(() => { painting = false; paintCharts(); paintCards(); });
+}
+
+function upsert(view) {
+  if (endedIds.has(view.id)) return;
+  actors.set(view.id, view);
+  paint();
+}
+function gone(id) {
+  const view = actors.get(id);
+  actors.delete(id);
+  endedIds.add(id);
+  if (focus === id) focus = null;
+  if (view) {
+    ended.set(id, view);
+    setTimeout(() => { ended.delete(id); paint(); }, ENDED_MS);
+  }
+  paint();
+}
+
+const feedEl = document.getElementById('feed');
+function addFeed(item) {
+  const t = new Date(item.at).toISOString().slice(11, 23);
+  const parts = Object.entries(item.data).map(([k, v]) => k + '=' + v).join(' ');
+  const li = el('li', '', t + ' ' + item.channel + ' ' + parts);
+  feedEl.prepend(li);
+  while (feedEl.childElementCount > FEED_LINES) feedEl.lastElementChild.remove();
+}
+
+const conn = document.getElementById('conn');
+const stream = new EventSource(location.pathname.replace(/\/+$/, '') + '/events');
+stream.addEventListener('open', () => { conn.dataset.state = 'open'; conn.textContent = 'live'; });
+stream.addEventListener('error', () => { conn.dataset.state = 'error'; conn.textContent = 'reconnecting\u2026'; });
+stream.addEventListener('snapshot', (e) => {
+  const data = JSON.parse(e.data);
+  actors.clear(); ended.clear(); endedIds.clear(); feedEl.textContent = '';
+  for (const v of data.actors) actors.set(v.id, v);
+  for (const item of data.feed) addFeed(item);
+  paint();
+  requestAnimationFrame(redrawArrows);
+});
+stream.addEventListener('actor', (e) => upsert(JSON.parse(e.data)));
+stream.addEventListener('gone', (e) => gone(JSON.parse(e.data).id));
+stream.addEventListener('feed', (e) => addFeed(JSON.parse(e.data)));
+redrawArrows();
+`;
+
+function classRows(): string {
+  return ['interactive', 'high', 'normal', 'low']
+    .map(
+      (c) =>
+        `<tr><td>${c}</td><td id="sem-q-${c}">–</td><td><span class="bar" id="sem-bar-${c}" style="width:0"></span></td></tr>`,
+    )
+    .join('');
+}
+
+/** The whole document for `charts`. */
+export function renderPage(charts: readonly ChartModel[]): string {
+  const data = JSON.stringify(charts).replace(/</g, '\\u003c');
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>audio-proxy · live actors</title>
+<style>${STYLE}</style>
+</head>
+<body data-ended-ms="${ENDED_VISIBLE_MS}" data-feed-lines="${FEED_LINES}">
+<header><h1>audio-proxy · live actors</h1><span id="conn" data-state="connecting">connecting…</span></header>
+<div class="cards">
+  <div class="card" id="card-semaphore">
+    <h2>Render slots (semaphore)</h2>
+    <div>held <span class="big" id="sem-held">–</span> / <span id="sem-capacity">–</span>
+      · queued <span class="big" id="sem-queued">–</span> / <span id="sem-queueSize">–</span></div>
+    <table><thead><tr><th>class</th><th>queued</th><th></th></tr></thead><tbody>${classRows()}</tbody></table>
+    <div>holders: <span id="sem-holders"></span></div>
+    <div>waiters: <span id="sem-waiters"></span></div>
+    <div>probe slots: <span id="probe-held">–</span> / <span id="probe-capacity">–</span> · readiness: <span id="readiness">–</span></div>
+  </div>
+  <div class="card" id="card-renders">
+    <h2>Render coordinators by key</h2>
+    <table><thead><tr><th>key</th><th>variant</th><th>coordinator</th><th>render</th><th>subscribers</th><th>bytes</th></tr></thead><tbody id="renders"></tbody></table>
+  </div>
+  <div class="card" id="card-pools">
+    <h2>Worker pools (supervisors)</h2>
+    <table><thead><tr><th>pool</th><th>state</th><th>gen</th><th>tasks</th><th>restarts</th><th>healthy</th></tr></thead><tbody id="pools"></tbody></table>
+  </div>
+  <div class="card" id="card-room"><h2>Waiting room</h2><div id="room">–</div></div>
+</div>
+<div id="charts"></div>
+<div class="card"><h2>Telemetry feed (diagnostics channels, newest first)</h2><ol id="feed"></ol></div>
+<script type="application/json" id="chart-data">${data}</script>
+<script>${SCRIPT}</script>
+</body>
+</html>
+`;
+}
