@@ -1,0 +1,203 @@
+// examples/player.html in headless Chromium against a real proxy over the demo library: served
+// from another origin (the proxy allows it with AP_ALLOW_ORIGIN) it plays the demo's Opus
+// preview (loadeddata, readyState >= 2) and draws the f:peaks waveform (non-blank pixels); served
+// on the proxy's own origin (a loopback server that forwards every other path to the proxy) with
+// one render slot, the waiting room on and that slot held by another listener's slow render, it
+// shows "position 1" while the audio has not started, then plays when its turn comes.
+// Screenshot: test-artifacts/player.png.
+import { existsSync } from 'node:fs';
+import { chmod, copyFile, link, mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { createServer, request, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type Browser, chromium, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ensureDemoLibrary } from '../../src/demo.js';
+import { resolveFfmpeg } from '../../src/workers/ffmpegPath.js';
+import { get, type Harness, startHarness, waitFor } from '../integration/harness.js';
+
+/** A browser global, used only inside `page.evaluate` callbacks (the tsconfig has no DOM lib). */
+declare const document: any;
+
+const CHROMIUM = '/usr/bin/chromium';
+const PAGE = join(process.cwd(), 'examples/player.html');
+const ARTIFACTS = join(process.cwd(), 'test-artifacts');
+/** The slow render: 8 s of a copy of the demo's FLAC, encoded at its own pace (ffmpeg `-re`). */
+const SLOW_SOURCE = 'slow.flac';
+const SLOW_PATH = `/insecure/f:mp3/t:0:8/plain/local://${SLOW_SOURCE}`;
+
+let browser: Browser;
+let h: Harness;
+let site: Server;
+let siteUrl = '';
+
+/** Serves the page; forwards every other request to the proxy (one origin for both). */
+function startSite(): Promise<string> {
+  site = createServer((req, res) => {
+    if ((req.url ?? '').split('?')[0] === '/player.html') {
+      void readFile(PAGE).then((body) => {
+        res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+        res.end(body);
+      });
+      return;
+    }
+    const target = new URL(h.url);
+    const forward = request(
+      {
+        host: target.hostname,
+        port: target.port,
+        path: req.url,
+        method: req.method,
+        headers: { ...req.headers, host: target.host },
+      },
+      (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      },
+    );
+    forward.on('error', () => res.destroy());
+    res.on('close', () => forward.destroy());
+    req.pipe(forward);
+  });
+  return new Promise((resolve) =>
+    site.listen(0, '127.0.0.1', () =>
+      resolve(`http://127.0.0.1:${(site.address() as AddressInfo).port}`),
+    ),
+  );
+}
+
+/** A local root with the demo library and the slow source, and an ffmpeg that is slow for it. */
+async function library() {
+  const ffmpeg = resolveFfmpeg({ env: process.env }).path;
+  const demo = await ensureDemoLibrary(ffmpeg);
+  const root = await mkdtemp(join(tmpdir(), 'ap-player-'));
+  for (const file of ['music.flac', 'speech.wav']) {
+    await link(join(demo, file), join(root, file)).catch(() =>
+      copyFile(join(demo, file), join(root, file)),
+    );
+  }
+  await copyFile(join(demo, 'music.flac'), join(root, SLOW_SOURCE));
+  const script = join(root, 'ffmpeg-re.sh');
+  await writeFile(
+    script,
+    `#!/bin/sh\ncase "$*" in *${SLOW_SOURCE}*) exec '${ffmpeg}' -re "$@";; esac\nexec '${ffmpeg}' "$@"\n`,
+  );
+  await chmod(script, 0o755);
+  return { root, script };
+}
+
+async function canvasInk(page: Page): Promise<number> {
+  return page.evaluate(() => {
+    const c = document.getElementById('wave');
+    const data: Uint8ClampedArray = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    let ink = 0;
+    for (let i = 3; i < data.length; i += 4) if (data[i]! > 0) ink++;
+    return ink;
+  });
+}
+
+const audioReady = (page: Page) =>
+  page.evaluate(() => document.getElementById('audio').readyState as number);
+
+describe.skipIf(!existsSync(CHROMIUM))('examples/player.html in Chromium', () => {
+  beforeAll(async () => {
+    siteUrl = await startSite();
+    const { root, script } = await library();
+    h = await startHarness(
+      {
+        AP_LOCAL_ROOT: root,
+        AP_MAX_CONCURRENCY: '1',
+        AP_WAITING_ROOM: '1',
+        AP_ALLOW_ORIGIN: siteUrl,
+      },
+      { ffmpegTarget: script },
+    );
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
+    });
+  }, 60_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    site?.closeAllConnections();
+    site?.close();
+    await h?.close();
+  }, 30_000);
+
+  it('from another origin: plays the demo preview and draws its waveform', async () => {
+    const page = await browser.newPage();
+    try {
+      expect(
+        await page.evaluate(() =>
+          document.createElement('audio').canPlayType('audio/ogg; codecs=opus'),
+        ),
+      ).not.toBe('');
+      await page.goto(`${siteUrl}/player.html?base=${encodeURIComponent(h.url)}`);
+      await page.click('#play');
+      await page.waitForFunction(() => document.body.dataset.peaks !== undefined, null, {
+        timeout: 30_000,
+      });
+      expect(await audioReady(page)).toBeGreaterThanOrEqual(2);
+      expect(await page.getAttribute('body', 'data-positions')).toBeNull(); // no room cross-origin
+      expect(await canvasInk(page)).toBeGreaterThan(2_000);
+    } finally {
+      await page.close();
+    }
+  }, 40_000);
+
+  it('on the proxy’s origin, with the one slot busy: shows position 1, then plays', async () => {
+    // Another listener takes a ticket (ready at once: the slot is free) and starts a slow render.
+    const joined = await get(h.url, '/api/v1/queue/join', { method: 'POST' });
+    expect(joined.status).toBe(200);
+    const cookie = String((joined.headers['set-cookie'] as string[])[0]).split(';')[0]!;
+    let firstByte = false;
+    let slowDone = false;
+    const slow = get(h.url, SLOW_PATH, {
+      headers: { cookie },
+      onFirstByte: () => {
+        firstByte = true;
+      },
+    });
+    void slow.then(() => {
+      slowDone = true;
+    });
+    await waitFor(() => firstByte, 15_000);
+
+    const page = await browser.newPage();
+    try {
+      await page.goto(`${siteUrl}/player.html?base=${encodeURIComponent(siteUrl)}&start=1`);
+      await page.waitForFunction(
+        () => /position 1\b/.test(document.getElementById('status').textContent ?? ''),
+        null,
+        { timeout: 15_000 },
+      );
+      expect(await page.getAttribute('body', 'data-state')).toBe('waiting');
+      expect(await audioReady(page)).toBe(0);
+      expect(slowDone).toBe(false); // the slot is still taken
+      await mkdir(ARTIFACTS, { recursive: true });
+      await page.screenshot({ path: join(ARTIFACTS, 'player-waiting.png'), fullPage: true });
+
+      await page.waitForFunction(() => document.body.dataset.peaks !== undefined, null, {
+        timeout: 30_000,
+      });
+      expect((await slow).status).toBe(200);
+      expect(await audioReady(page)).toBeGreaterThanOrEqual(2);
+      expect(await canvasInk(page)).toBeGreaterThan(2_000);
+      await page.waitForTimeout(1_500); // let the playhead move on the waveform
+      await page.screenshot({ path: join(ARTIFACTS, 'player.png'), fullPage: true });
+    } finally {
+      await page.close();
+    }
+  }, 60_000);
+});
