@@ -3,6 +3,7 @@
  *
  *   audio-proxy serve          run with the AP_* environment (production)
  *   audio-proxy demo           run on 127.0.0.1:4000 over a generated demo library, no config
+ *   audio-proxy inspect        the demo, every actor streamed to a Stately inspector relay
  *   audio-proxy sign <path>    print the signed URL path for `/<options>/<source>` (AP_KEY, AP_SALT)
  *
  * Configuration errors exit with code 2 and name every variable at fault.
@@ -11,6 +12,7 @@ import { configOrExit, configWarnings, loadConfig } from './config.js';
 import { demoUrls, ensureDemoLibrary } from './demo.js';
 import { toRawPath } from './http/rawPath.js';
 import { sign } from './http/signature.js';
+import { DEFAULT_INSPECTOR_PORT, type InspectorRelay, startInspectorRelay } from './inspect.js';
 import { createAudioProxy } from './proxy.js';
 import { createLogger } from './telemetry/logger.js';
 import { resolveFfmpeg } from './workers/ffmpegPath.js';
@@ -19,6 +21,9 @@ const USAGE = `usage: audio-proxy <command>
 
   serve            run the proxy with the AP_* environment
   demo             run on http://127.0.0.1:4000 over a built-in demo library (no config needed)
+  inspect [--inspector-port N]
+                   the demo, with every actor streamed to a Stately inspector relay on port N
+                   (default ${DEFAULT_INSPECTOR_PORT}; 0 picks a free one); see docs/inspect.md
   sign <path>      print the signed path for "/<options>/<source>" using AP_KEY and AP_SALT
                    e.g. audio-proxy sign '/f:opus/t:0:30/plain/local://music.flac'
 `;
@@ -56,7 +61,7 @@ async function serve(): Promise<void> {
   onSignals(() => proxy.close());
 }
 
-async function demo(): Promise<void> {
+async function demo(relay?: InspectorRelay): Promise<void> {
   const ffmpeg = resolveFfmpeg({ env: process.env });
   process.stdout.write('Preparing the demo library (generated once with ffmpeg)…\n');
   const root = await ensureDemoLibrary(ffmpeg.path);
@@ -69,23 +74,69 @@ async function demo(): Promise<void> {
     AP_MAX_CONCURRENCY: process.env.AP_MAX_CONCURRENCY,
     AP_FFMPEG_PATH: process.env.AP_FFMPEG_PATH,
     AP_FFPROBE_PATH: process.env.AP_FFPROBE_PATH,
+    AP_ALLOW_ORIGIN: process.env.AP_ALLOW_ORIGIN, // e.g. '*' for examples/player.html from disk
+    AP_WAITING_ROOM: process.env.AP_WAITING_ROOM,
   };
   const config = loadConfig(env);
-  const proxy = await createAudioProxy({ config });
+  const proxy = await createAudioProxy({
+    config,
+    ...(relay ? { inspect: { url: relay.wsUrl } } : {}),
+  });
   const { url, metricsUrl } = await proxy.listen({ host: '127.0.0.1' });
   const lines = [
     '',
     `audio-proxy demo on ${url}  (ffmpeg: ${proxy.ffmpeg.path}, from ${proxy.ffmpeg.source})`,
     `library: ${root}   metrics: ${metricsUrl}/metrics   health: ${url}/health`,
+    `live state charts of every actor: ${metricsUrl}/debug/actors`,
     'dev-only "insecure" signatures are enabled. Try:',
     '',
     ...demoUrls(url).map((u) => `  ${u.label.padEnd(46)} curl -o out '${u.url}'`),
     '',
+    ...(relay ? inspectorLines(relay) : []),
     'Ctrl-C to stop.',
     '',
   ];
   process.stdout.write(lines.join('\n'));
-  onSignals(() => proxy.close());
+  onSignals(async () => {
+    await proxy.close();
+    relay?.stop();
+  });
+}
+
+/** What to open, or run, to watch the charts (printed by `audio-proxy inspect`). */
+function inspectorLines(relay: InspectorRelay): string[] {
+  const tail =
+    "import('@statelyai/inspect').then(({createWebSocketReceiver:r})=>{const n={};" +
+    `r({server:'${relay.wsUrl}'}).subscribe((e)=>{` +
+    "if(e.type==='@xstate.actor')n[e.sessionId]=e.name;" +
+    "else if(e.type==='@xstate.snapshot')console.log(n[e.sessionId]??e.sessionId,JSON.stringify(e.snapshot.value))})})";
+  return [
+    `Stately inspector relay on ${relay.wsUrl}: every actor of this proxy streams to it.`,
+    `  live charts (needs internet, frames stately.ai/inspect): open ${relay.viewerUrl}`,
+    '  offline, from this directory: print every state change with',
+    `    node -e "${tail}"`,
+    '',
+  ];
+}
+
+/** `inspect [--inspector-port N]`: starts the relay, then the demo wired to it. */
+async function inspectCommand(args: readonly string[]): Promise<void> {
+  let port = DEFAULT_INSPECTOR_PORT;
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    const value = arg.startsWith('--inspector-port=')
+      ? arg.slice('--inspector-port='.length)
+      : arg === '--inspector-port'
+        ? args[++i]
+        : undefined;
+    if (value === undefined || !/^\d{1,5}$/.test(value) || Number(value) > 65_535) {
+      process.stderr.write(`${USAGE}\ninspect: expected --inspector-port <0-65535>, got ${arg}\n`);
+      process.exit(2);
+    }
+    port = Number(value);
+  }
+  const relay = await startInspectorRelay({ port });
+  await demo(relay);
 }
 
 function signCommand(path: string | undefined): void {
@@ -109,6 +160,9 @@ switch (command) {
     break;
   case 'demo':
     await demo();
+    break;
+  case 'inspect':
+    await inspectCommand(args);
     break;
   case 'sign':
     signCommand(args[0]);

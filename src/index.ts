@@ -13,6 +13,21 @@ export * from './actors/index.js';
 export * as semaphoreClient from './actors/semaphoreClient.js';
 export * as supervisorClient from './actors/supervisorClient.js';
 export * as waitingRoomClient from './actors/waitingRoomClient.js';
+export { createCapacityRegistry } from './cluster/capacityRegistry.js';
+export { createMembership } from './cluster/membership.js';
+export {
+  type CapacityRegistry,
+  type CapacityRegistryOptions,
+  type Membership,
+  type MembershipOptions,
+  type NodeInfo,
+  type NodeState,
+  RegistryError,
+  type RegistryErrorCode,
+  type RegistryStats,
+  type Reservation,
+  type SelectOptions,
+} from './cluster/types.js';
 export {
   CONFIG_VARIABLES,
   type Config,
@@ -31,6 +46,12 @@ export { ERROR_TABLE, type ErrorRow, errorResponse, type Failure } from './http/
 export { toRawPath } from './http/rawPath.js';
 export { INSECURE_SIGNATURE, sign } from './http/signature.js';
 export {
+  InspectError,
+  type InspectOption,
+  type InspectorRelay,
+  startInspectorRelay,
+} from './inspect.js';
+export {
   ADMISSION_QUEUE_EVENTS,
   type AdmissionQueueEvent,
   type AdmissionQueueInput,
@@ -39,6 +60,11 @@ export {
   type TicketView,
   type WaitingRoomMessage,
 } from './machines/admissionQueue.js';
+export {
+  type CapacityRegistryContext,
+  type CapacityRegistryEvent,
+  capacityRegistryMachine,
+} from './machines/capacityRegistry.js';
 export {
   type ProbeCoordinatorEvent,
   type ProbeCoordinatorInput,
@@ -77,6 +103,12 @@ export {
   semaphoreMachine,
   type WaiterMessage,
 } from './machines/semaphore.js';
+export {
+  type TeeEvent,
+  type TeeInput,
+  type TeeOutcome,
+  teeMachine,
+} from './machines/tee.js';
 export { type AudioProxy, type AudioProxyOptions, createAudioProxy, VERSION } from './proxy.js';
 export { CHANNELS, type ChannelName } from './telemetry/channels.js';
 export { resolveFfmpeg, resolveFfprobe } from './workers/ffmpegPath.js';

@@ -39,6 +39,7 @@ import {
   status as waitingRoomStatus,
 } from './actors/waitingRoomClient.js';
 import { WaitingRoomService } from './actors/waitingRoomService.js';
+import { Cluster } from './cluster/cluster.js';
 import { type Config, type ConfigProvider, staticConfig } from './config.js';
 import { createLiveView } from './debug/liveView.js';
 import { errorResponse } from './http/errors.js';
@@ -89,6 +90,12 @@ const SUPERVISOR_STATES: readonly SupervisorState[] = [
 /** At shutdown, how long running tasks get before their threads (and ffmpeg) are killed. */
 export const POOL_STOP_DRAIN_MS = 10_000;
 
+/**
+ * Pending connections the kernel may queue for the public listener. Node's default (511) is
+ * overrun by a burst of a few thousand clients: the overflow is reset instead of answered, where
+ * the contract promises a 429. The kernel caps it at `net.core.somaxconn` (4096 on Debian 12).
+ */
+export const LISTEN_BACKLOG = 4_096;
 export interface AudioProxyOptions {
   /** A loaded config, or a provider (tests change limits through a mutable one). */
   readonly config: Config | ConfigProvider;
@@ -137,6 +144,8 @@ export interface AudioProxy {
   readonly ffprobe: ResolvedExecutable;
   /** The variant store, or undefined when AP_VARIANT_STORE is unset. */
   readonly store: VariantStore | undefined;
+  /** Cluster mode, or undefined when AP_CLUSTER_REDIS_URL is unset. */
+  readonly cluster: Cluster | undefined;
 }
 
 function isProvider(c: Config | ConfigProvider): c is ConfigProvider {
@@ -269,7 +278,16 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
     ...inspect,
   });
 
+  // Cluster mode (AP_CLUSTER_REDIS_URL): render claims, membership and hand-off through Redis.
+  const cluster = boot.clusterRedisUrl
+    ? new Cluster({
+        config: boot,
+        onError: (err) => logger.warn({ err }, 'cluster: redis call failed; acting alone'),
+      })
+    : undefined;
+
   const metrics = new Metrics({
+    ...(cluster ? { cluster: () => cluster.sample() } : {}),
     slots: () => semaphoreStats(semaphore, 1_000),
     rendersRunning: () => renders.running,
     extra: async () =>
@@ -366,12 +384,17 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
     nowMs: now,
     ready,
     probe: (source) => probes.probe(source),
-    subscribe: (request, id, onMessage) => renders.subscribe(request, id, onMessage),
+    subscribe: async (request, id, onMessage) => {
+      const outcome = await renders.subscribe(request, id, onMessage);
+      cluster?.subscribed(request, outcome);
+      return outcome;
+    },
     unsubscribe: (coordinator, id) => renders.unsubscribe(coordinator, id),
     retryAfterS: () => semaphoreRetryAfter(semaphore),
     resolveRemote: (source, canonical, opts) =>
       resolveRemote(source, canonical, provider.get(), opts),
     ...(store ? { store } : {}),
+    ...(cluster ? { cluster } : {}),
     ...(waitingRoom
       ? {
           waitingRoom: {
@@ -479,6 +502,15 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
         },
       },
       {
+        // Before the renders, so it stops after them: their registry slots are released first.
+        name: 'cluster',
+        start: async () => {
+          await cluster?.start();
+          return cluster;
+        },
+        stop: () => cluster?.close(),
+      },
+      {
         name: 'renders',
         start: () => renders,
         stop: () => renders.shutdown(),
@@ -486,7 +518,10 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
       },
     ],
     { logger },
-  );
+  ).catch(async (error: unknown) => {
+    await cluster?.close(); // its Redis connections were opened before the boot failed
+    throw error;
+  });
   supervise = (actor, name) => {
     liveView.track(actor, name);
     void system.supervise(actor, name);
@@ -500,7 +535,10 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
       publicServer = createServer((req, res) => void handler(req, res));
       metricsServer = createServer((req, res) => void metricsHandler(req, res));
       await new Promise<void>((resolve) =>
-        publicServer!.listen(opts.port ?? c.port, opts.host, resolve),
+        publicServer!.listen(
+          { port: opts.port ?? c.port, host: opts.host, backlog: LISTEN_BACKLOG },
+          resolve,
+        ),
       );
       await new Promise<void>((resolve) =>
         metricsServer!.listen(
@@ -522,6 +560,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
         s.close();
         s.closeIdleConnections();
       }
+      await cluster?.drain(); // peers stop choosing this node before its renders are cancelled
       await system.stop();
       for (const s of closing) s.closeAllConnections();
       for (const off of unpublish.splice(0)) off();
@@ -539,6 +578,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
     ffmpeg,
     ffprobe,
     store,
+    cluster,
   };
 }
 

@@ -13,7 +13,7 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs';
-import { homedir, tmpdir } from 'node:os';
+import { homedir, hostname, tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -139,6 +139,11 @@ describe('defaults', () => {
     hitCacheBytes: 64 * 1024 * 1024,
     ffmpegPath: undefined,
     ffprobePath: undefined,
+    clusterRedisUrl: undefined,
+    clusterNodeId: `${hostname()}:4000`,
+    clusterAdvertiseUrl: undefined,
+    clusterNodeLabel: undefined,
+    clusterLeaseMs: 10_000,
   };
 
   it('an empty environment yields every documented default', () => {
@@ -933,6 +938,11 @@ describe('one rejected value per variable', () => {
     AP_HIT_CACHE_BYTES: { AP_HIT_CACHE_BYTES: '64MiB' },
     AP_FFMPEG_PATH: { AP_FFMPEG_PATH: '/nope/ffmpeg' },
     AP_FFPROBE_PATH: { AP_FFPROBE_PATH: '/nope/ffprobe' },
+    AP_CLUSTER_REDIS_URL: { AP_CLUSTER_REDIS_URL: 'http://redis:6379' },
+    AP_CLUSTER_NODE_ID: { AP_CLUSTER_NODE_ID: 'a|b' },
+    AP_CLUSTER_ADVERTISE_URL: { AP_CLUSTER_ADVERTISE_URL: 'http://x:1/path' },
+    AP_CLUSTER_NODE_LABEL: { AP_CLUSTER_NODE_LABEL: 'has space' },
+    AP_CLUSTER_LEASE_MS: { AP_CLUSTER_LEASE_MS: '10' },
     AWS_ACCESS_KEY_ID: { AWS_ACCESS_KEY_ID: 'x' },
     AWS_SECRET_ACCESS_KEY: { AWS_SECRET_ACCESS_KEY: 'x' },
     AWS_REGION: { AWS_ACCESS_KEY_ID: 'x', AWS_SECRET_ACCESS_KEY: 'y' },

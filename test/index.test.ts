@@ -1,7 +1,7 @@
 // src/index.ts is the package's public surface and only re-exports: every statement in it is an
 // `export … from`, so nothing can run on import and no logic hides in the entry point. The names
 // that docs/embedding.md and examples/ use are all there: the proxy, the config loader, the
-// eight charts, the actor runtime and the three client namespaces.
+// ten charts, the actor runtime and the three client namespaces.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -34,6 +34,11 @@ describe('src/index.ts', () => {
       'probeCoordinatorMachine',
       'processSupervisorMachine',
       'admissionQueueMachine',
+      'teeMachine',
+      'capacityRegistryMachine',
+      'createCapacityRegistry',
+      'createMembership',
+      'startInspectorRelay',
       'call',
       'cast',
       'inbox',

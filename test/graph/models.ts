@@ -1,5 +1,5 @@
 /**
- * The graph models of the nine charts: for each, the input it is explored with, the sample
+ * The graph models of the ten charts: for each, the input it is explored with, the sample
  * events (at least one per event type the chart handles), the abstract state the planner and the
  * walks compare, the fake I/O actors it is `provide()`d with, and the charts' unreachable
  * transitions (none may be listed without a reason, and a listed one that a walk reaches fails).
@@ -18,6 +18,11 @@ import {
   setup,
 } from 'xstate';
 import { admissionQueueMachine, type RoomSlot } from '../../src/machines/admissionQueue.js';
+import {
+  type CapacityRegistryContext,
+  type CapacityRegistryEvent,
+  capacityRegistryMachine,
+} from '../../src/machines/capacityRegistry.js';
 import { probeCoordinatorMachine } from '../../src/machines/probeCoordinator.js';
 import {
   cloneProbeLimiterSnapshot,
@@ -589,6 +594,47 @@ const tee: GraphModel<null> = {
   },
 };
 
+// capacityRegistry: the cluster registry client's lifecycle; the events are what the client
+// reports, so a reservation ends only from where one is.
+
+function capacityRegistryEvents(snapshot: AnyMachineSnapshot): EventObject[] {
+  const { reserved, committed } = snapshot.context as CapacityRegistryContext;
+  const out: CapacityRegistryEvent[] = [
+    { type: 'redis.ready' },
+    { type: 'redis.down', message: 'connection closed' },
+    { type: 'op.ok' },
+    { type: 'op.failed', code: 'ERR_REGISTRY_UNREACHABLE', worker: null },
+    { type: 'op.failed', code: 'ERR_REGISTRY_MALFORMED', worker: 'b' },
+    { type: 'selection.refused' },
+    { type: 'hold.reasserted' },
+    { type: 'reservation.made' },
+    { type: 'stats', callId: 1 },
+    { type: 'close' },
+  ];
+  // Only what the client can send: a reservation ends from where one is.
+  if (reserved > 0) {
+    out.push({ type: 'reservation.committed' });
+    out.push({ type: 'reservation.ended', from: 'reserved', lost: false });
+    out.push({ type: 'reservation.ended', from: 'reserved', lost: true });
+  }
+  if (committed > 0) out.push({ type: 'reservation.ended', from: 'committed', lost: false });
+  return out as EventObject[];
+}
+
+const capacityRegistry: GraphModel<null> = {
+  name: 'capacityRegistry',
+  variant: 'one client, counts capped at several',
+  machine: capacityRegistryMachine,
+  provide: () => capacityRegistryMachine,
+  env: () => null,
+  input: () => undefined,
+  events: capacityRegistryEvents,
+  serialize: (s) => {
+    const { reserved, committed } = s.context as CapacityRegistryContext;
+    return JSON.stringify([s.value, capped(reserved), capped(committed)]);
+  },
+};
+
 // ---------------------------------------------------------------------------------------------
 
 export const MODELS: Readonly<Record<string, readonly GraphModel<any>[]>> = {
@@ -601,6 +647,7 @@ export const MODELS: Readonly<Record<string, readonly GraphModel<any>[]>> = {
   processSupervisor: [processSupervisor],
   admissionQueue: [admissionQueue(2, 1, 0), admissionQueue(1, 1, 1_000)],
   tee: [tee],
+  capacityRegistry: [capacityRegistry],
 };
 
 /**
