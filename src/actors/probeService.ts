@@ -8,6 +8,9 @@
  * a failure (`not_found`, `probe_timeout`, `probe_failed`), which is never shared beyond the
  * waiters already present.
  *
+ * A verdict about the bytes is kept per source version (`probeCache.ts`): the next request for
+ * the same unchanged source is answered from it, without a limiter slot or a subprocess.
+ *
  * ## Races
  * - *Verdict before the waiter's continuation runs*: the inbox is registered before the join,
  *   and a verdict held in the join reply is taken from there.
@@ -31,6 +34,7 @@ import {
 } from '../machines/probeCoordinator.js';
 import { CallError, call, inbox } from './call.js';
 import { watchInto } from './monitor.js';
+import { ProbeCache } from './probeCache.js';
 import { Registry } from './registry.js';
 import { acquireProbeSlot } from './semaphoreClient.js';
 
@@ -52,6 +56,8 @@ let seq = 0;
 
 export class ProbeService {
   readonly registry = new Registry<string, CoordinatorActor>();
+  /** Verdicts per source version: a second variant of a source runs no ffprobe. */
+  readonly cache: ProbeCache<ProbeResult>;
   readonly #limiter: AnyActorRef;
   readonly #config: ConfigProvider;
   readonly #machine;
@@ -65,7 +71,10 @@ export class ProbeService {
     supervise?: (actor: AnyActorRef, name: string) => void;
     /** XState inspection observer for every coordinator (the proxy's `inspect` option). */
     inspect?: ActorOptions<AnyActorLogic>['inspect'];
+    /** Verdicts kept; 0 turns the cache off. @default PROBE_CACHE_ENTRIES */
+    cacheEntries?: number;
   }) {
+    this.cache = new ProbeCache(options.cacheEntries);
     this.#supervise = options.supervise;
     this.#inspect = options.inspect;
     this.#limiter = options.limiter;
@@ -74,6 +83,24 @@ export class ProbeService {
   }
 
   async probe(source: ResolvedSource): Promise<ProbeOutcome> {
+    const cacheKey = ProbeCache.keyOf(source);
+    const known = this.cache.get(cacheKey);
+    if (known !== undefined) return toOutcome({ type: 'result', result: known });
+    const outcome = await this.#probe(source, cacheKey ?? source.canonical);
+    if (outcome.result !== undefined) this.cache.set(cacheKey, outcome.result);
+    return outcome.answer;
+  }
+
+  /** `key` names the source version when it is known, so a rewritten file never joins the probe
+   * of its previous bytes (a coordinator keeps its verdict for late joiners a while). */
+  async #probe(
+    source: ResolvedSource,
+    key: string,
+  ): Promise<{ answer: ProbeOutcome; result?: ProbeResult }> {
+    const answered = (message: ProbeWaiterMessage<ProbeResult>) =>
+      message.type === 'result'
+        ? { answer: toOutcome(message), result: message.result }
+        : { answer: toOutcome(message) };
     const waiterId = `probe-waiter-${++seq}`;
     let settle!: (m: ProbeWaiterMessage<ProbeResult>) => void;
     const verdict = new Promise<ProbeWaiterMessage<ProbeResult>>((r) => {
@@ -81,7 +108,7 @@ export class ProbeService {
     });
     const offs: Array<() => void> = [];
     const outcome = await this.registry.startOrJoin<null, ProbeJoinReply<ProbeResult>, Failure>(
-      source.canonical,
+      key,
       {
         start: async (key) => {
           const slotId = `probe-${++seq}`;
@@ -130,10 +157,12 @@ export class ProbeService {
       },
     );
     try {
-      if (outcome.type === 'failed') return { ok: false, failure: outcome.failure };
-      if (outcome.type === 'unavailable') return { ok: false, failure: { type: 'probe_failed' } };
+      if (outcome.type === 'failed') return { answer: { ok: false, failure: outcome.failure } };
+      if (outcome.type === 'unavailable') {
+        return { answer: { ok: false, failure: { type: 'probe_failed' } } };
+      }
       if (outcome.type === 'joined' && outcome.value.type === 'held') {
-        return toOutcome({ type: 'result', result: outcome.value.result });
+        return answered({ type: 'result', result: outcome.value.result });
       }
       const deadlineMs = this.#config.get().probeTimeoutS * 1000 + PROBE_WAITER_SLACK_MS;
       let timer: ReturnType<typeof setTimeout> | undefined;
@@ -146,7 +175,7 @@ export class ProbeService {
       const message = await Promise.race([verdict, timeout]);
       clearTimeout(timer);
       if (message.type === 'error') outcome.actor.send({ type: 'leave', id: waiterId });
-      return toOutcome(message);
+      return answered(message);
     } finally {
       for (const off of offs) off();
     }
