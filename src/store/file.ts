@@ -18,8 +18,10 @@
  *   read whole.
  *
  * ## Races
- * - *Two nodes sharing one directory*: a booting node's sweep can remove a live writer's staging
- *   on the other node; that put fails (a write failure in telemetry), it never commits a torn file.
+ * - *Two nodes sharing one directory*: a booting node's sweep removes only staging whose writer
+ *   is gone from this host, or that is older than an hour, so a node booting beside a live one
+ *   neither breaks its writes nor its boot probe. A sweep that still removes a live writer's file
+ *   (another host, an hour-long stall) fails that put; it never commits a torn file.
  * - *Delete racing head/get*: data goes first, so a reader sees "absent", never data without meta.
  *
  * ## Events
@@ -52,6 +54,27 @@ const READ_CHUNK_BYTES = 256 * 1024;
 /** Random bits in a staging name: collision-free across pids that may all be 1 in containers. */
 const STAGING_RANDOM_BYTES = 6;
 const META_VERSION = 1;
+/**
+ * Staging untouched this long is an orphan whatever its pid says: a live writer appends as the
+ * render produces bytes, and no render outlives `AP_RENDER_TIMEOUT`'s ceiling by this much.
+ */
+export const STAGING_ORPHAN_AGE_MS = 60 * 60 * 1000;
+
+/** The writer's pid in a staging name (`<key>.<pid>-<random>.data|.meta`), if it has one. */
+function stagingPid(name: string): number | undefined {
+  const m = /\.(\d+)-[0-9a-f]+\.(?:data|meta)$/.exec(name);
+  return m ? Number(m[1]) : undefined;
+}
+
+/** Whether a process with this pid exists on this host (EPERM: it exists, it is not ours). */
+function processExists(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
 
 interface MetaFile extends VariantMetadata {
   readonly v: number;
@@ -277,15 +300,30 @@ export class FileVariantStore implements VariantStore {
   }
 
   /**
-   * Boot: removes every staging file a killed write left behind, creating the staging
-   * directory if needed. Returns how many entries were removed.
+   * Boot: removes the staging a killed write left behind, creating the staging directory if
+   * needed. An entry is an orphan when the process named in it is gone from this host, or when
+   * it is older than `STAGING_ORPHAN_AGE_MS` (a writer on another host sharing the directory, or
+   * a reused pid). Entries of live processes (another node booting or writing beside this one,
+   * another store in this process) are left alone. Returns how many entries were removed.
    */
-  async sweepStaging(): Promise<number> {
+  async sweepStaging(nowMs: number = Date.now()): Promise<number> {
     await mkdir(this.stagingDir, { recursive: true });
     const names = await this.staging();
-    await Promise.all(
-      names.map((n) => rm(join(this.stagingDir, n), { force: true, recursive: true })),
+    const orphans = await Promise.all(
+      names.map(async (name) => {
+        const path = join(this.stagingDir, name);
+        const pid = stagingPid(name);
+        if (pid !== undefined && pid !== process.pid && !processExists(pid)) return path;
+        try {
+          const { mtimeMs } = await stat(path);
+          return nowMs - mtimeMs > STAGING_ORPHAN_AGE_MS ? path : undefined;
+        } catch {
+          return undefined; // gone already: its writer finished or failed
+        }
+      }),
     );
-    return names.length;
+    const doomed = orphans.filter((p): p is string => p !== undefined);
+    await Promise.all(doomed.map((p) => rm(p, { force: true, recursive: true })));
+    return doomed.length;
   }
 }

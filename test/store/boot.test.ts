@@ -5,6 +5,8 @@
  * missing bucket, wrong credentials and an unreachable endpoint all refuse the boot with
  * `ERR_STORE_BOOT`; an s3 store's live PUT+DELETE probe leaves nothing behind.
  */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -42,7 +44,9 @@ describe('createVariantStore', () => {
 
   it('file: sweeps staging, proves the write path, wraps the store in the hot cache', async () => {
     const { root, config } = await fileConfig();
-    await writeFile(join(root, 'tmp', 'deadbeef.1-aa.data'), 'torn write');
+    const killed = spawn(process.execPath, ['-e', '0']); // a writer that is gone
+    await once(killed, 'exit');
+    await writeFile(join(root, 'tmp', `deadbeef.${killed.pid}-aa.data`), 'torn write');
     const store = await createVariantStore(config);
     expect(store).toBeInstanceOf(HotVariantCache);
     expect((store as HotVariantCache).inner).toBeInstanceOf(FileVariantStore);

@@ -4,14 +4,16 @@
  * can end early (abort, producer failure, write failure) leaves nothing readable and no staging;
  * concurrent writers of one key leave one consistent variant; the boot sweep clears staging.
  */
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
 import { mkdtemp, readdir, rm, truncate, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ChunkChannel } from '../../src/store/channel.js';
-import { FileVariantStore } from '../../src/store/file.js';
+import { FileVariantStore, STAGING_ORPHAN_AGE_MS } from '../../src/store/file.js';
 import { StoreError } from '../../src/store/types.js';
 import { chunksOf, META, readBody } from './helpers.js';
 
@@ -143,10 +145,28 @@ describe('FileVariantStore', () => {
   });
 
   it('the boot sweep removes staging left by a killed write', async () => {
-    await writeFile(join(store.stagingDir, 'k9.123-abc.data'), 'torn');
-    await writeFile(join(store.stagingDir, 'k9.123-abc.meta'), '{}');
+    const dead = await deadPid();
+    await writeFile(join(store.stagingDir, `k9.${dead}-abc.data`), 'torn');
+    await writeFile(join(store.stagingDir, `k9.${dead}-abc.meta`), '{}');
     expect(await store.sweepStaging()).toBe(2);
     expect(await readdir(store.stagingDir)).toEqual([]);
+  });
+
+  it('the boot sweep leaves a live writer alone (a node booting beside another), until it ages', async () => {
+    const live = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)']);
+    try {
+      const mine = `k8.${process.pid}-abc.data`; // another store in this very process
+      const theirs = `k8.${live.pid}-def.data`; // another node on this host, mid-write
+      await writeFile(join(store.stagingDir, mine), 'writing');
+      await writeFile(join(store.stagingDir, theirs), 'writing');
+      expect(await store.sweepStaging()).toBe(0);
+      expect((await readdir(store.stagingDir)).sort()).toEqual([mine, theirs].sort());
+      // An hour later nothing has touched them: orphans, whatever their pids say.
+      expect(await store.sweepStaging(Date.now() + STAGING_ORPHAN_AGE_MS + 1_000)).toBe(2);
+      expect(await readdir(store.stagingDir)).toEqual([]);
+    } finally {
+      live.kill('SIGKILL');
+    }
   });
 
   it('refuses keys that could leave the directory and malformed metadata, at the boundary', async () => {
@@ -158,3 +178,10 @@ describe('FileVariantStore', () => {
     await expect(store.presign()).rejects.toMatchObject({ code: 'ERR_STORE_UNSUPPORTED' });
   });
 });
+
+/** The pid of a process that has exited (and been reaped). */
+async function deadPid(): Promise<number> {
+  const child = spawn(process.execPath, ['-e', '0']);
+  await once(child, 'exit');
+  return child.pid!;
+}
