@@ -29,6 +29,9 @@ const SLOW_HOOK_MS = 60_000;
 /** Two paced renders and the page's reactions, with room for a loaded machine. */
 const SLOW_TEST_MS = 60_000;
 const present = existsSync(CHROMIUM);
+if (!present && process.env.AP_TEST_STRICT === '1') {
+  throw new Error(`AP_TEST_STRICT=1 but ${CHROMIUM} is absent (apt-get install chromium)`);
+}
 if (!present) console.warn(`skipping the live-view browser test: ${CHROMIUM} is absent`);
 
 let h: Harness;

@@ -21,6 +21,9 @@ import { get, type Harness, startHarness, waitFor } from '../integration/harness
 declare const document: any;
 
 const CHROMIUM = '/usr/bin/chromium';
+if (!existsSync(CHROMIUM) && process.env.AP_TEST_STRICT === '1') {
+  throw new Error(`AP_TEST_STRICT=1 but ${CHROMIUM} is absent (apt-get install chromium)`);
+}
 const PAGE = join(process.cwd(), 'examples/player.html');
 const ARTIFACTS = join(process.cwd(), 'test-artifacts');
 /** The slow render: 8 s of a copy of the demo's FLAC, encoded at its own pace (ffmpeg `-re`). */
