@@ -31,6 +31,7 @@ import { lookupVariant, serveHit } from '../src/http/hit.js';
 import { FileVariantStore } from '../src/store/file.js';
 import { DEFAULT_HIT_CACHE_BYTES, HotVariantCache } from '../src/store/hotCache.js';
 import type { VariantStore } from '../src/store/types.js';
+import { report } from './report.js';
 
 const VARIANT_BYTES = 1024 * 1024; // the issue's figure: a 1 MiB variant
 const CONNECTIONS = 64; // the issue's figure: 64 keep-alive connections
@@ -386,6 +387,14 @@ async function main() {
         `| ${t.name} | ${rps.toFixed(0)} | ${(rps / nginx).toFixed(2)} | ${paired.toFixed(2)} | ${median(rs.map((r) => r.p50ms)).toFixed(1)} | ${median(rs.map((r) => r.p99ms)).toFixed(1)} | ${cpu.toFixed(3)} | ${(nginxCpu / cpu).toFixed(2)} | ${rss.length ? Math.max(...rss).toFixed(0) : '-'} |`,
       );
     }
+    const figures: Record<string, number> = { nginxRps: nginx };
+    for (const t of targets) {
+      const rs = runs.get(t.name)!;
+      figures[`rps:${t.name}`] = median(rs.map((r) => r.rps));
+      figures[`sameRound:${t.name}`] = median(rs.map((r, i) => r.rps / nginxRuns[i]!.rps));
+      figures[`cpuMsPerReq:${t.name}`] = median(rs.map((r) => r.cpuMsPerReq));
+    }
+    report('hit', figures);
     const [l1, l5] = loadavg();
     console.log(
       `\nload average during the run: ${l1!.toFixed(1)} (1 min), ${l5!.toFixed(1)} (5 min)`,

@@ -20,6 +20,7 @@ import { parseRoute } from '../src/http/options.js';
 import { createAudioProxy } from '../src/proxy.js';
 import { buildRenderArgv } from '../src/workers/argv.js';
 import { resolveFfmpeg } from '../src/workers/ffmpegPath.js';
+import { report } from './report.js';
 
 const ROUNDS = Number(process.argv[2] ?? 5);
 const ffmpeg = resolveFfmpeg({ env: process.env }).path;
@@ -184,6 +185,17 @@ async function main() {
     `P7  first byte: proxy ${r(median(ttfbProxy))} ms vs ffmpeg's first output ${r(median(ttfbDirect))} ms (+${r(median(ttfbProxy) - median(ttfbDirect))} ms)`,
   );
   console.log(`(medians of ${ROUNDS} interleaved rounds)`);
+  report('render', {
+    p1: p1,
+    p1ProxyMs: median(p1Proxy),
+    p1DirectMs: median(p1Direct),
+    p2: p2,
+    p2AllMs: median(p2All),
+    p2OneMs: median(p2One),
+    p7ProxyMs: median(ttfbProxy),
+    p7DirectMs: median(ttfbDirect),
+    rounds: ROUNDS,
+  });
 }
 
 await main();

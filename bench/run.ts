@@ -25,10 +25,42 @@ const BENCHES: Record<string, { file: string; flags?: string[]; about: string }>
     file: 'hit.ts',
     about: 'HIT throughput vs nginx serving the same file (needs nginx and wrk)',
   },
+  all: {
+    file: 'all.ts',
+    about: 'every benchmark in turn; one P1-P7 table, written into docs/performance.md',
+  },
+  cluster: {
+    file: 'cluster.ts',
+    about: 'render throughput of 3 cluster nodes on one Redis vs 1 (distinct variants)',
+  },
+  chaos: {
+    file: 'chaos.ts',
+    about: 'thousands of requests under faults; outcome counts and the leak audit',
+  },
+  burst: {
+    file: 'burst.ts',
+    about: '5,000 simultaneous requests at 2 slots + 32 queued: depth, 429s, /health latency',
+  },
+  fuzz: {
+    file: 'fuzz.ts',
+    about: '100k generated hostile requests (--cases N): counts by status, canary, leak check',
+  },
+  'slow-clients': {
+    file: 'slow-clients.ts',
+    about: '200 readers at 1/10 bitrate on a 10-minute render: RSS vs bound, render time',
+  },
+  classes: {
+    file: 'classes.ts',
+    about: 'low/normal streams and interactive bursts: wait percentiles per class',
+  },
   supervisor: {
     file: 'supervisor/measure.ts',
     flags: ['--expose-gc'],
     about: 'latency and memory across worker-pool recycles',
+  },
+  'cluster-dispatch': {
+    file: 'cluster-dispatch.ts',
+    about: 'selectAndReserve + release through Redis with 3 nodes: p50/p99 and pairs/s vs PING',
   },
 };
 

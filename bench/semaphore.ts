@@ -26,6 +26,7 @@ import { type CallEnvelope, call, reply } from '../src/actors/call.js';
 import { acquire, release } from '../src/actors/semaphoreClient.js';
 import { semaphoreMachine } from '../src/machines/semaphore.js';
 import { publishTelemetry, SEMAPHORE_PREFIX } from '../src/telemetry/channels.js';
+import { report } from './report.js';
 
 /** The contention shape the target is stated for. */
 const CAPACITY = 2;
@@ -277,6 +278,8 @@ function child(args: string[]): unknown {
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
 
+const figures: Record<string, number> = {};
+
 function throughput(): void {
   const results = Object.fromEntries(IMPLEMENTATIONS.map((i) => [i, [] as Rate[]])) as Record<
     Implementation,
@@ -300,6 +303,7 @@ function throughput(): void {
         `  ${impl.padEnd(13)} ${fmt(medians[impl]).padStart(10)}  [${fmt(xs[0]!)} - ${fmt(xs.at(-1)!)}]  ${(1e6 / medians[impl]).toFixed(2)} µs/cycle`,
       );
     }
+    for (const impl of IMPLEMENTATIONS) figures[`${metric}:${impl}`] = medians[impl];
     const ap = medians['audio-proxy'];
     console.log(`  audio-proxy / naive XState: ${(ap / medians['naive XState']).toFixed(2)}x`);
     console.log(
@@ -342,6 +346,7 @@ function memory(): void {
     console.log(
       `  ${impl.padEnd(13)} ${fmt(n).padStart(9)} waiters  ${fmt(bytes).padStart(5)} B/waiter`,
     );
+    if (n === 100_000) figures[`bytesPerWaiter:${impl}`] = bytes;
   }
 }
 
@@ -367,4 +372,5 @@ if (depthAt !== -1) {
   throughput();
   depth();
   memory();
+  report('semaphore', figures);
 }

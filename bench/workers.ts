@@ -25,6 +25,7 @@ import { promisify } from 'node:util';
 import { createWorkerPool, type WorkerPool } from '../src/workers/pool.js';
 import { type RenderSpec, runRender } from '../src/workers/renderClient.js';
 import { BATCH_BYTES, FLUSH_MS } from '../src/workers/renderTask.js';
+import { report } from './report.js';
 
 const ENCODES = 4; // the issue's scenario: four concurrent encodes on a 2-core box
 const FIXTURE_SECONDS = 60;
@@ -227,6 +228,14 @@ async function main(): Promise<void> {
   console.log(
     `output per encode: ${samples.get('main')![0]!.bytes} bytes (identical in every variant)`,
   );
+  const figures: Record<string, number> = {};
+  for (const [name, list] of samples) {
+    figures[`wallMs:${name}`] = median(list.map((s) => s.wallMs));
+    figures[`paired:${name}`] = median(list.map((s, i) => s.wallMs / mainWalls[i]!));
+    figures[`cpuMs:${name}`] = median(list.map((s) => s.cpuMs));
+    figures[`lagP99Ms:${name}`] = median(list.map((s) => s.lagP99Ms));
+  }
+  report('workers', figures);
 }
 
 await main();

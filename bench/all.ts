@@ -1,0 +1,157 @@
+/**
+ * `npm run bench -- all [--quick]`: runs every benchmark, each in its own process, collects the
+ * figures they report (`bench/report.ts`), prints one table of P1–P7 with each result beside the
+ * baseline measured in the same run, and rewrites the summary section of `docs/performance.md`
+ * (between the `bench:all` markers) with the machine, the date and the load average.
+ *
+ * `--quick` uses fewer rounds (a few minutes in all); the default is the documented settings.
+ * A benchmark that cannot run here (no nginx, say) leaves its rows as "not measured".
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Figures } from './report.js';
+
+const quick = process.argv.includes('--quick');
+const RUNS: Array<{ bench: string; file: string; flags?: string[]; args: string[] }> = [
+  {
+    bench: 'semaphore',
+    file: 'semaphore.ts',
+    flags: ['--expose-gc'],
+    args: quick
+      ? ['--cycles', '100000', '--rounds', '3', '--waiters', '100000']
+      : ['--cycles', '200000', '--rounds', '7', '--waiters', '1000000'],
+  },
+  { bench: 'render', file: 'render.ts', args: [quick ? '3' : '5'] },
+  { bench: 'workers', file: 'workers.ts', args: ['--rounds', quick ? '5' : '11'] },
+  {
+    bench: 'hit',
+    file: 'hit.ts',
+    args: quick ? ['--rounds', '3', '--seconds', '4'] : ['--rounds', '7', '--seconds', '6'],
+  },
+];
+
+const out = join(mkdtempSync(join(tmpdir(), 'ap-bench-all-')), 'figures.jsonl');
+const tsx = fileURLToPath(new URL('../node_modules/.bin/tsx', import.meta.url));
+const loads: number[] = [];
+for (const run of RUNS) {
+  process.stderr.write(`\n=== ${run.bench} ===\n`);
+  const file = fileURLToPath(new URL(run.file, import.meta.url));
+  const r = spawnSync(tsx, [...(run.flags ?? []), file, ...run.args], {
+    stdio: 'inherit',
+    env: { ...process.env, AP_BENCH_JSON: out },
+  });
+  loads.push(loadavg()[0]!);
+  if (r.status !== 0) process.stderr.write(`${run.bench} exited ${r.status}: rows left empty\n`);
+}
+
+const results = new Map<string, Figures>();
+if (existsSync(out)) {
+  for (const line of readFileSync(out, 'utf8').split('\n').filter(Boolean)) {
+    const { bench, figures } = JSON.parse(line) as { bench: string; figures: Figures };
+    results.set(bench, figures);
+  }
+}
+
+const num = (bench: string, key: string): number | undefined => {
+  const v = results.get(bench)?.[key];
+  return typeof v === 'number' && Number.isFinite(v) ? v : undefined;
+};
+const ms = (v: number | undefined) => (v === undefined ? '–' : `${Math.round(v)} ms`);
+const x = (v: number | undefined, digits = 2) => (v === undefined ? '–' : `${v.toFixed(digits)}×`);
+const n = (v: number | undefined) =>
+  v === undefined ? '–' : Math.round(v).toLocaleString('en-US');
+const ratio = (a: number | undefined, b: number | undefined) =>
+  a === undefined || b === undefined ? undefined : a / b;
+
+const rows: string[][] = [
+  [
+    'P1 MISS overhead: 8 distinct renders at C=2',
+    ms(num('render', 'p1ProxyMs')),
+    `bare ffmpeg, 2 at a time: ${ms(num('render', 'p1DirectMs'))}`,
+    x(num('render', 'p1'), 3),
+    '≤ 1.02×',
+  ],
+  [
+    'P2 coalescing: 64 identical requests',
+    ms(num('render', 'p2AllMs')),
+    `one request: ${ms(num('render', 'p2OneMs'))}`,
+    x(num('render', 'p2'), 3),
+    '≤ 1.05×',
+  ],
+  [
+    'P3 semaphore cycles per CPU s',
+    n(num('semaphore', 'cpu:audio-proxy')),
+    `p-limit ${n(num('semaphore', 'cpu:p-limit'))}; naive XState ${n(num('semaphore', 'cpu:naive XState'))}; XState floor ${n(num('semaphore', 'cpu:XState floor'))}`,
+    `${x(ratio(num('semaphore', 'cpu:audio-proxy'), num('semaphore', 'cpu:naive XState')))} naive, ${x(ratio(num('semaphore', 'cpu:audio-proxy'), num('semaphore', 'cpu:p-limit')), 3)} p-limit`,
+    '≥ 150,000 and ≥ 1.6× naive',
+  ],
+  [
+    'P4 HIT, 1 MiB, 64 connections: whole proxy, hot variant',
+    `${n(num('hit', 'rps:proxy (full)'))} req/s (serveHit + cache alone: ${n(num('hit', 'rps:node hot'))})`,
+    `nginx sendfile: ${n(num('hit', 'nginxRps'))} req/s; Node floor (res.end of a Buffer): ${n(num('hit', 'rps:node memory'))}`,
+    `${x(num('hit', 'sameRound:proxy (full)'))} (alone ${x(num('hit', 'sameRound:node hot'))}, floor ${x(num('hit', 'sameRound:node memory'))})`,
+    '≥ 0.8×',
+  ],
+  [
+    'P5 memory per queued waiter',
+    `${n(num('semaphore', 'bytesPerWaiter:audio-proxy'))} B`,
+    `p-limit: ${n(num('semaphore', 'bytesPerWaiter:p-limit'))} B`,
+    x(
+      ratio(
+        num('semaphore', 'bytesPerWaiter:audio-proxy'),
+        num('semaphore', 'bytesPerWaiter:p-limit'),
+      ),
+    ),
+    '≤ 1 KiB',
+  ],
+  [
+    'P6 event-loop lag p99, 4 encodes',
+    ms(num('workers', 'lagP99Ms:worker 64K/50ms')),
+    `ffmpeg spawned on the main thread: ${ms(num('workers', 'lagP99Ms:main'))}; wall ${x(num('workers', 'paired:worker 64K/50ms'), 3)} of it`,
+    x(ratio(num('workers', 'lagP99Ms:worker 64K/50ms'), num('workers', 'lagP99Ms:main'))),
+    'wall ≤ 1.02× main',
+  ],
+  [
+    'P7 time to first byte',
+    ms(num('render', 'p7ProxyMs')),
+    `ffmpeg's first output: ${ms(num('render', 'p7DirectMs'))}`,
+    (() => {
+      const a = num('render', 'p7ProxyMs');
+      const b = num('render', 'p7DirectMs');
+      return a === undefined || b === undefined ? '–' : `+${Math.round(a - b)} ms`;
+    })(),
+    '(measured)',
+  ],
+];
+
+const header = ['metric', 'result', 'baseline (same run)', 'ratio', 'target'];
+const table = [
+  `| ${header.join(' | ')} |`,
+  `|${header.map(() => '---').join('|')}|`,
+  ...rows.map((r) => `| ${r.join(' | ')} |`),
+].join('\n');
+const cpu = cpus();
+const machine = `${cpu.length} × ${cpu[0]?.model.trim() ?? 'unknown CPU'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}`;
+const stamp = new Date().toISOString().slice(0, 16).replace('T', ' ');
+const section = [
+  '<!-- bench:all:begin (written by `npm run bench -- all`; edits here are overwritten) -->',
+  `Last run: ${stamp} UTC on ${machine}; settings ${quick ? '`--quick`' : 'default'}; load average (1 min) after each benchmark: ${loads.map((l) => l.toFixed(1)).join(', ')}.`,
+  '',
+  table,
+  '<!-- bench:all:end -->',
+].join('\n');
+console.log(`\n${section}`);
+
+const doc = fileURLToPath(new URL('../docs/performance.md', import.meta.url));
+const text = readFileSync(doc, 'utf8');
+const begin = text.indexOf('<!-- bench:all:begin');
+const end = text.indexOf('<!-- bench:all:end -->');
+const next =
+  begin !== -1 && end > begin
+    ? text.slice(0, begin) + section + text.slice(end + '<!-- bench:all:end -->'.length)
+    : text.replace(/\n## /, `\n## Summary: every metric in one run\n\n${section}\n\n## `);
+writeFileSync(doc, next);
+console.log(`\nwrote the summary into ${doc}`);
