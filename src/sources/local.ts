@@ -17,7 +17,9 @@
  *   (what follows them is judged lexically, which is sound because a missing directory holds no
  *   links); `resolveLocal` is where absence becomes a 404.
  * - **Bounds are checked before any filesystem call**, so a hostile path costs nothing.
- * - **The root is re-resolved per call** (a bind mount can be re-pointed); `/` is refused as a root.
+ * - **The root is re-resolved at most `ROOT_RECHECK_MS` after it was last resolved** (a bind
+ *   mount can be re-pointed); `/` is refused as a root. Everything below the root is looked at
+ *   on every call.
  *
  * ## Races
  * - **Check vs use (TOCTOU):** ffmpeg opens the returned path a moment later; a writer inside the
@@ -53,9 +55,29 @@ const AUTHORIZED = Object.freeze({ ok: true } as const);
 
 type Walk = { readonly path: string; readonly exists: boolean } | undefined;
 
+/**
+ * How long a resolved root is trusted before it is resolved again. Every request (a HIT too)
+ * authorises its source, and resolving the root costs two file-system round trips through
+ * libuv's pool; a re-pointed root (a bind mount or a symlink swapped on deploy) is seen within
+ * this much time. Failures are never kept: a root that was missing is looked at again next time.
+ */
+export const ROOT_RECHECK_MS = 1_000;
+
+const resolvedRoots = new Map<string, { readonly real: string; readonly at: number }>();
+
 /** The resolved root, or undefined when unset, missing, not a directory, or `/`. */
 async function resolveRoot(root: string | undefined): Promise<string | undefined> {
   if (root === undefined || root === '') return undefined;
+  const now = performance.now();
+  const known = resolvedRoots.get(root);
+  if (known !== undefined && now - known.at < ROOT_RECHECK_MS) return known.real;
+  const real = await resolveRootNow(root);
+  if (real === undefined) resolvedRoots.delete(root);
+  else resolvedRoots.set(root, { real, at: now });
+  return real;
+}
+
+async function resolveRootNow(root: string): Promise<string | undefined> {
   try {
     const real = await realpath(resolve(root));
     if (real === '/') return undefined;
