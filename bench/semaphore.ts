@@ -25,7 +25,7 @@ import { type AnyActorRef, assign, createActor, emit, enqueueActions, setup } fr
 import { type CallEnvelope, call, reply } from '../src/actors/call.js';
 import { acquire, release } from '../src/actors/semaphoreClient.js';
 import { semaphoreMachine } from '../src/machines/semaphore.js';
-import { publishTelemetry, SEMAPHORE_PREFIX } from '../src/telemetry/channels.js';
+import { publishTelemetry, SEMAPHORE_PREFIX, wantedOn } from '../src/telemetry/channels.js';
 import { report } from './report.js';
 
 /** The contention shape the target is stated for. */
@@ -167,7 +167,7 @@ function makeCycle(impl: Implementation): Cycle {
   }
   if (impl === 'XState floor') return semaphoreCycle(createActor(floorMachine).start());
   const sem = createActor(semaphoreMachine, {
-    input: { capacity: CAPACITY, queueSize: CALLERS },
+    input: { capacity: CAPACITY, queueSize: CALLERS, telemetry: wantedOn(SEMAPHORE_PREFIX) },
   }).start();
   publishTelemetry(sem, SEMAPHORE_PREFIX);
   return semaphoreCycle(sem);

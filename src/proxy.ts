@@ -57,6 +57,7 @@ import {
   publishTelemetry,
   SEMAPHORE_PREFIX,
   WORKER_POOL_TRANSITION_CHANNEL,
+  wantedOn,
 } from './telemetry/channels.js';
 import { attachRenderLog, createLogger } from './telemetry/logger.js';
 import { Metrics } from './telemetry/metrics.js';
@@ -182,6 +183,8 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
           renderTimeoutS: c.renderTimeoutS,
         };
       },
+      // Built only when a diagnostics channel listens (metrics, the live view, an embedder).
+      telemetry: wantedOn(SEMAPHORE_PREFIX),
     },
     ...inspect,
   });

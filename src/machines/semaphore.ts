@@ -73,6 +73,12 @@ export interface SemaphoreInput {
   readonly limits?: () => SemaphoreLimits;
   /** Monotonic milliseconds. @default performance.now */
   readonly now?: () => number;
+  /**
+   * Asked before each telemetry event is built: `false` skips it (no object, no emit). The proxy
+   * answers from its diagnostics channels, so a step nobody observes costs nothing extra.
+   * @default every event is emitted
+   */
+  readonly telemetry?: (event: SemaphoreTelemetryName) => boolean;
 }
 
 export type RequestOutcome =
@@ -275,6 +281,8 @@ export interface SemaphoreConfig {
   readonly fixed: SemaphoreLimits | undefined;
   readonly limits: (() => SemaphoreLimits) | undefined;
   readonly now: () => number;
+  /** Whether anyone wants this telemetry event now; see `SemaphoreInput.telemetry`. */
+  readonly wants: (event: SemaphoreTelemetryName) => boolean;
 }
 
 export interface SemaphoreContext {
@@ -398,6 +406,7 @@ function grantWaiters(out: Outbox, { table, config }: SemaphoreContext): void {
     slot.grantedAt = config.now();
     table.holders.set(slot.id, slot);
     out.emit({ type: 'notify', to: slot.id, message: GRANT_MESSAGE });
+    if (!config.wants('acquired')) continue;
     const acquired = telemetry(table, limits, 'acquired', slot.rank);
     acquired.measurements.wait = slot.grantedAt - slot.queuedAt;
     out.emit(acquired);
@@ -407,7 +416,7 @@ function grantWaiters(out: Outbox, { table, config }: SemaphoreContext): void {
 function enqueueWaiter(out: Outbox, { table, config }: SemaphoreContext, event: RequestEvent) {
   const slot = newSlot(event.id, rankOf(event), config.now());
   table.enqueue(slot);
-  out.emit(telemetry(table, limitsOf(config), 'queued', slot.rank));
+  if (config.wants('queued')) out.emit(telemetry(table, limitsOf(config), 'queued', slot.rank));
   answer(out, event, QUEUED);
 }
 
@@ -418,9 +427,11 @@ function releaseHolder(out: Outbox, context: SemaphoreContext, event: IdEvent): 
   table.holders.delete(slot.id);
   const duration = config.now() - slot.grantedAt;
   table.recordHold(duration);
-  const released = telemetry(table, limitsOf(config), 'released', slot.rank);
-  released.measurements.duration = duration;
-  out.emit(released);
+  if (config.wants('released')) {
+    const released = telemetry(table, limitsOf(config), 'released', slot.rank);
+    released.measurements.duration = duration;
+    out.emit(released);
+  }
   grantWaiters(out, context);
   answer(out, event, OK);
 }
@@ -429,7 +440,9 @@ function releaseHolder(out: Outbox, context: SemaphoreContext, event: IdEvent): 
 function dropWaiter(out: Outbox, { table, config }: SemaphoreContext, event: IdEvent): void {
   const slot = table.waiters.get(event.id)!;
   table.unlink(slot);
-  out.emit(telemetry(table, limitsOf(config), 'abandoned', slot.rank));
+  if (config.wants('abandoned')) {
+    out.emit(telemetry(table, limitsOf(config), 'abandoned', slot.rank));
+  }
   answer(out, event, OK);
 }
 
@@ -473,9 +486,11 @@ export const semaphoreMachine = setup({
       const { id } = event as RequestEvent;
       const slot = newSlot(id, rankOf(event as RequestEvent), config.now());
       table.holders.set(id, slot);
-      const acquired = telemetry(table, limitsOf(config), 'acquired', slot.rank);
-      acquired.measurements.wait = 0;
-      enqueue.emit(acquired);
+      if (config.wants('acquired')) {
+        const acquired = telemetry(table, limitsOf(config), 'acquired', slot.rank);
+        acquired.measurements.wait = 0;
+        enqueue.emit(acquired);
+      }
       answer(enqueue, event, GRANTED);
     }),
     enqueue: enqueueActions(({ context, event, enqueue }) =>
@@ -493,17 +508,21 @@ export const semaphoreMachine = setup({
         to: victim.id,
         message: { type: 'displaced', retryAfterS },
       });
-      const displaced = telemetry(table, limits, 'displaced', victim.rank);
-      displaced.measurements.retry_after = retryAfterS;
-      enqueue.emit(displaced);
+      if (config.wants('displaced')) {
+        const displaced = telemetry(table, limits, 'displaced', victim.rank);
+        displaced.measurements.retry_after = retryAfterS;
+        enqueue.emit(displaced);
+      }
       enqueueWaiter(enqueue, context, event as RequestEvent);
     }),
     refuse: enqueueActions(({ context: { table, config }, event, enqueue }) => {
       const limits = limitsOf(config);
       const retryAfterS = estimateRetryAfterS(table, limits);
-      const rejected = telemetry(table, limits, 'rejected', rankOf(event as RequestEvent));
-      rejected.measurements.retry_after = retryAfterS;
-      enqueue.emit(rejected);
+      if (config.wants('rejected')) {
+        const rejected = telemetry(table, limits, 'rejected', rankOf(event as RequestEvent));
+        rejected.measurements.retry_after = retryAfterS;
+        enqueue.emit(rejected);
+      }
       answer(enqueue, event, { type: 'queue_full', retryAfterS });
     }),
     releaseHolder: enqueueActions(({ context, event, enqueue }) =>
@@ -571,6 +590,8 @@ export const semaphoreMachine = setup({
   },
 });
 
+const ALWAYS = () => true;
+
 function contextFrom(input: SemaphoreInput): SemaphoreContext {
   const { capacity, queueSize, renderTimeoutS, limits } = input;
   if (capacity !== undefined && !(Number.isInteger(capacity) && capacity > 0)) {
@@ -599,7 +620,13 @@ function contextFrom(input: SemaphoreInput): SemaphoreContext {
       : undefined;
   return {
     table: new SlotTable(),
-    config: { pinned, fixed, limits, now: input.now ?? (() => performance.now()) },
+    config: {
+      pinned,
+      fixed,
+      limits,
+      now: input.now ?? (() => performance.now()),
+      wants: input.telemetry ?? ALWAYS,
+    },
   };
 }
 

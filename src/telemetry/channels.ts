@@ -112,6 +112,22 @@ export function publish(name: ChannelName, message: () => unknown): void {
 }
 
 /**
+ * The demand side of `publishTelemetry`: whether `<prefix>.<event>` has a subscriber right now.
+ * Given to a machine as its `telemetry` input, it lets the machine skip building an event that
+ * `publishTelemetry` would drop anyway (the semaphore's hot path emits three per cycle).
+ */
+export function wantedOn(
+  prefix: typeof SEMAPHORE_PREFIX | typeof PROBE_LIMITER_PREFIX,
+): (event: string) => boolean {
+  const events = EVENTS_BY_PREFIX[prefix];
+  if (events === undefined) throw new TypeError(`unknown telemetry prefix ${String(prefix)}`);
+  const byEvent = new Map<string, diagnosticsChannel.Channel>(
+    events.map((e) => [e, channel(`${prefix}.${e}` as ChannelName)]),
+  );
+  return (event) => byEvent.get(event)?.hasSubscribers === true;
+}
+
+/**
  * Forwards every `telemetry` event `actor` emits to `<prefix>.<event>`. Returns the function
  * that stops forwarding. `prefix` is `SEMAPHORE_PREFIX` or `PROBE_LIMITER_PREFIX`. An event
  * outside that source's catalogue is not published (a parity test keeps machines and catalogue

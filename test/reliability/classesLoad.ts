@@ -24,6 +24,7 @@
  *   newest low waiter in the same semaphore step; the victim's coordinator answers its
  *   subscriber `queue_full` and stops. That is the path under test.
  */
+import diagnostics from 'node:diagnostics_channel';
 import { request as httpRequest } from 'node:http';
 import type { AnyActorRef } from 'xstate';
 import { RenderService } from '../../src/actors/renderService.js';
@@ -34,6 +35,7 @@ import { parseRoute } from '../../src/http/options.js';
 import { renderMachine } from '../../src/machines/render.js';
 import type { SubscriberMessage } from '../../src/machines/renderCoordinator.js';
 import type { AdmissionClass } from '../../src/machines/semaphore.js';
+import { SEMAPHORE_PREFIX } from '../../src/telemetry/channels.js';
 import { buildRenderArgv } from '../../src/workers/argv.js';
 import type { WorkerPool } from '../../src/workers/pool.js';
 
@@ -234,22 +236,36 @@ export async function runPhase(
   const holds: number[] = [];
   const displaced: Record<string, number> = {};
   let normalBeforeLow = 0;
-  const sub = system.semaphore.on(
-    'telemetry',
-    (e: {
-      event: string;
-      measurements: Record<string, number>;
-      metadata: { class: AdmissionClass };
-    }) => {
-      if (e.event === 'acquired') waits[e.metadata.class].push(e.measurements.wait ?? 0);
-      if (e.event === 'released') holds.push(e.measurements.duration ?? 0);
-      if (e.event === 'displaced') {
-        displaced[e.metadata.class] = (displaced[e.metadata.class] ?? 0) + 1;
-        if (e.metadata.class === 'normal' && (e.measurements.queued_low ?? 0) > 0)
-          normalBeforeLow += 1;
+  // Read from the semaphore's diagnostics channels, as an operator would: the proxy's semaphore
+  // builds telemetry only for channels that have a subscriber.
+  type Message = {
+    measurements: Record<string, number>;
+    metadata: { class: AdmissionClass };
+  };
+  const listeners: Record<string, (m: unknown) => void> = {
+    acquired: (m) => {
+      const e = m as Message;
+      waits[e.metadata.class].push(e.measurements.wait ?? 0);
+    },
+    released: (m) => holds.push((m as Message).measurements.duration ?? 0),
+    displaced: (m) => {
+      const e = m as Message;
+      displaced[e.metadata.class] = (displaced[e.metadata.class] ?? 0) + 1;
+      if (e.metadata.class === 'normal' && (e.measurements.queued_low ?? 0) > 0) {
+        normalBeforeLow += 1;
       }
     },
-  );
+  };
+  for (const [event, listener] of Object.entries(listeners)) {
+    diagnostics.subscribe(`${SEMAPHORE_PREFIX}.${event}`, listener);
+  }
+  const sub = {
+    unsubscribe: () => {
+      for (const [event, listener] of Object.entries(listeners)) {
+        diagnostics.unsubscribe(`${SEMAPHORE_PREFIX}.${event}`, listener);
+      }
+    },
+  };
   const interactive: Promise<string>[] = [];
   const background: Promise<string>[] = [];
   let streaming = load;
