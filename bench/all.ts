@@ -121,7 +121,9 @@ const rows: string[][] = [
     (() => {
       const a = num('render', 'p7ProxyMs');
       const b = num('render', 'p7DirectMs');
-      return a === undefined || b === undefined ? '–' : `+${Math.round(a - b)} ms`;
+      if (a === undefined || b === undefined) return '–';
+      const d = Math.round(a - b);
+      return `${d >= 0 ? '+' : '−'}${Math.abs(d)} ms`;
     })(),
     '(measured)',
   ],
