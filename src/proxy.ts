@@ -170,7 +170,11 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
   // Inspection (opt-in): connected before the first actor exists, so none goes unseen.
   const inspection = await openInspection(options.inspect);
   const inspect = inspection.observer ? { inspect: inspection.observer } : {};
-  const tees = store ? new TeeService({ store, config: provider, ...inspect }) : undefined;
+  // The live view follows each tee once it exists (it is created with the HTTP side, below).
+  let trackTee: (actor: AnyActorRef, name: string) => void = () => {};
+  const tees = store
+    ? new TeeService({ store, config: provider, ...inspect, track: (a, n) => trackTee(a, n) })
+    : undefined;
 
   // 1. slots
   const semaphore = createActor(semaphoreMachine, {
@@ -525,6 +529,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
     await cluster?.close(); // its Redis connections were opened before the boot failed
     throw error;
   });
+  trackTee = (actor, name) => liveView.track(actor, name);
   supervise = (actor, name) => {
     liveView.track(actor, name);
     void system.supervise(actor, name);

@@ -190,6 +190,8 @@ export interface TeeServiceOptions {
   readonly config: Config | ConfigProvider;
   /** XState inspection observer for every tee (the proxy's `inspect` option). */
   readonly inspect?: AttachTeeOptions['inspect'];
+  /** Told of every tee actor as it starts (the proxy's live view follows them). */
+  readonly track?: (actor: AnyActorRef, name: string) => void;
 }
 
 /** Starts a tee for each render and keeps track of the live ones. */
@@ -198,11 +200,13 @@ export class TeeService {
   readonly #config: Config | ConfigProvider;
   readonly #live = new Set<TeeHandle>();
   readonly #inspect: AttachTeeOptions['inspect'];
+  readonly #track: TeeServiceOptions['track'];
 
   constructor(options: TeeServiceOptions) {
     this.#store = options.store;
     this.#config = options.config;
     this.#inspect = options.inspect;
+    this.#track = options.track;
   }
 
   /** Tees not yet settled. */
@@ -220,6 +224,7 @@ export class TeeService {
       ...(this.#inspect ? { inspect: this.#inspect } : {}),
     });
     this.#live.add(handle);
+    this.#track?.(handle.actor, `tee:${key}`);
     void handle.done.then(() => this.#live.delete(handle));
     return handle;
   }

@@ -29,6 +29,7 @@
  */
 import type { AnyStateMachine, AnyStateNode, StateValue } from 'xstate';
 import { admissionQueueMachine } from '../machines/admissionQueue.js';
+import { capacityRegistryMachine } from '../machines/capacityRegistry.js';
 import { probeCoordinatorMachine } from '../machines/probeCoordinator.js';
 import { probeLimiterMachine } from '../machines/probeLimiter.js';
 import { processSupervisorMachine } from '../machines/processSupervisor.js';
@@ -89,6 +90,7 @@ export const CHART_MACHINES: readonly {
   { machine: probeCoordinatorMachine, title: 'Probe coordinator (one per source)' },
   { machine: readinessMachine, title: 'Readiness latch' },
   { machine: teeMachine, title: 'Tee (variant-store write-back)' },
+  { machine: capacityRegistryMachine, title: 'Cluster registry client (cluster mode)' },
 ];
 
 /** What a guard, action or invoke source is called; inline functions by their own name. */

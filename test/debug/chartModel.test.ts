@@ -43,10 +43,11 @@ function transitionCount(machine: AnyStateMachine): number {
 }
 
 describe('chartModel: every machine', () => {
-  it('covers the nine machines of src/machines', () => {
+  it('covers the ten machines of src/machines', () => {
     expect(CHART_MACHINES.map((c) => c.machine.id).sort()).toEqual(
       [
         'admissionQueue',
+        'capacityRegistry',
         'probeCoordinator',
         'probeLimiter',
         'processSupervisor',

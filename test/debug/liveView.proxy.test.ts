@@ -68,7 +68,7 @@ describe('live view on a real proxy', () => {
     const charts = (await get(h.metricsUrl, '/debug/actors/charts')).body.toString();
     const ids = (JSON.parse(charts) as { id: string }[]).map((c) => c.id);
     expect(ids).toContain('renderCoordinator');
-    expect(ids).toHaveLength(9);
+    expect(ids).toHaveLength(10);
     for (const id of ids) expect(html).toContain(`"id":"${id}"`);
     const head = await get(h.metricsUrl, '/debug/actors', { method: 'HEAD' });
     expect(head.status).toBe(200);
@@ -189,7 +189,7 @@ describe.skipIf(!present)(`live view in headless Chromium (${CHROMIUM})`, () => 
       await page.waitForSelector('#conn[data-state=open]', { timeout: UI_TIMEOUT_MS });
       await text('sem-held', '0');
       // every chart is drawn, with the idle long-lived actors in their states
-      expect(await page.locator('section.chart').count()).toBe(9);
+      expect(await page.locator('section.chart').count()).toBe(10);
       await page.waitForSelector(
         '[data-chart="semaphore"] [data-state="semaphore.serving"].active',
       );
