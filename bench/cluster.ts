@@ -15,7 +15,6 @@
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
@@ -23,6 +22,7 @@ import { loadConfig } from '../src/config.js';
 import { type AudioProxy, createAudioProxy } from '../src/proxy.js';
 import { resolveFfmpeg } from '../src/workers/ffmpegPath.js';
 import { startRedisServer } from '../test/cluster/redisServer.js';
+import { freePort } from '../test/ports.js';
 import { report } from './report.js';
 
 const ROUNDS = Number(process.argv[2] ?? 3);
@@ -40,18 +40,6 @@ function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   const m = Math.floor(s.length / 2);
   return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-}
-
-async function freePort(): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      const port = typeof a === 'object' && a ? a.port : 0;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 function fetchAll(base: string, path: string): Promise<number> {

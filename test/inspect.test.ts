@@ -6,7 +6,6 @@
 // unreachable relay is refused before any actor starts, and the spawned `audio-proxy inspect`
 // prints its URLs, streams to its relay and exits 0 on SIGTERM.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { createWebSocketReceiver, type StatelyInspectionEvent } from '@statelyai/inspect';
 import { pino } from 'pino';
@@ -17,6 +16,7 @@ import { type InspectorRelay, openInspection, plain, startInspectorRelay } from 
 import { type AudioProxy, createAudioProxy } from '../src/proxy.js';
 import { makeFixtures } from './fixtures/audio.js';
 import { get, waitFor } from './integration/harness.js';
+import { freePort } from './ports.js';
 
 const silent = pino({ level: 'silent' });
 
@@ -36,17 +36,6 @@ async function proxyOver(inspect: Parameters<typeof createAudioProxy>[0]['inspec
 /** Resolves when `promise` does, or with 'timeout' after `ms`. */
 function within<T>(promise: Promise<T>, ms: number): Promise<T | 'timeout'> {
   return Promise.race([promise, new Promise<'timeout'>((r) => setTimeout(r, ms, 'timeout'))]);
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 describe('inspect: { url } of a relay', () => {

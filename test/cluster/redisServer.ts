@@ -4,7 +4,8 @@
  * port (a restart comes back empty, as a real crash without persistence would).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { createServer, Socket } from 'node:net';
+import { Socket } from 'node:net';
+import { freePort } from '../ports.js';
 
 export const REDIS_SERVER_BIN = '/usr/bin/redis-server';
 /** How long a starting server may take to answer PING on a loaded machine. */
@@ -21,18 +22,6 @@ export interface RedisServer {
   /** SIGKILL and wait for exit. */
   kill(): Promise<void>;
   readonly running: boolean;
-}
-
-async function freePort(): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 /** One raw PING over a socket: true when the answer is +PONG. */

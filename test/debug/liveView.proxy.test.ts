@@ -11,16 +11,15 @@
  *   `completed`, then none; a screenshot of the busy moment goes to test-artifacts/;
  * - `close()` ends an open stream instead of hanging on it.
  */
-import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { type Browser, chromium, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ActorView } from '../../src/debug/liveView.js';
+import { CHROMIUM, chromiumPresent, launchChromium } from '../browser.js';
 import { get, type Harness, startHarness } from '../integration/harness.js';
 import { openSse } from './sse.js';
 
-const CHROMIUM = '/usr/bin/chromium';
 const ARTIFACTS = join(process.cwd(), 'test-artifacts');
 /** Wall-clock waits are generous: up to seven agents share two cores. */
 const UI_TIMEOUT_MS = 15_000;
@@ -28,11 +27,7 @@ const UI_TIMEOUT_MS = 15_000;
 const SLOW_HOOK_MS = 60_000;
 /** Two paced renders and the page's reactions, with room for a loaded machine. */
 const SLOW_TEST_MS = 60_000;
-const present = existsSync(CHROMIUM);
-if (!present && process.env.AP_TEST_STRICT === '1') {
-  throw new Error(`AP_TEST_STRICT=1 but ${CHROMIUM} is absent (apt-get install chromium)`);
-}
-if (!present) console.warn(`skipping the live-view browser test: ${CHROMIUM} is absent`);
+const present = chromiumPresent('the live-view browser test');
 
 let h: Harness;
 beforeAll(async () => {
@@ -150,19 +145,7 @@ describe.skipIf(!present)(`live view in headless Chromium (${CHROMIUM})`, () => 
   const errors: string[] = [];
 
   beforeAll(async () => {
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    });
+    browser = await launchChromium();
     page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
     page.on('request', (r) => requests.push(r.url()));
     page.on('pageerror', (e) => errors.push(String(e)));

@@ -5,25 +5,22 @@
 // one render slot, the waiting room on and that slot held by another listener's slow render, it
 // shows "position 1" while the audio has not started, then plays when its turn comes.
 // Screenshot: test-artifacts/player.png.
-import { existsSync } from 'node:fs';
 import { chmod, copyFile, link, mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type Browser, chromium, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureDemoLibrary } from '../../src/demo.js';
 import { resolveFfmpeg } from '../../src/workers/ffmpegPath.js';
+import { chromiumPresent, launchChromium } from '../browser.js';
 import { get, type Harness, startHarness, waitFor } from '../integration/harness.js';
 
 /** A browser global, used only inside `page.evaluate` callbacks (the tsconfig has no DOM lib). */
 declare const document: any;
 
-const CHROMIUM = '/usr/bin/chromium';
-if (!existsSync(CHROMIUM) && process.env.AP_TEST_STRICT === '1') {
-  throw new Error(`AP_TEST_STRICT=1 but ${CHROMIUM} is absent (apt-get install chromium)`);
-}
+const present = chromiumPresent('the player browser test');
 const PAGE = join(process.cwd(), 'examples/player.html');
 const ARTIFACTS = join(process.cwd(), 'test-artifacts');
 /** The slow render: 8 s of a copy of the demo's FLAC, encoded at its own pace (ffmpeg `-re`). */
@@ -103,7 +100,7 @@ async function canvasInk(page: Page): Promise<number> {
 const audioReady = (page: Page) =>
   page.evaluate(() => document.getElementById('audio').readyState as number);
 
-describe.skipIf(!existsSync(CHROMIUM))('examples/player.html in Chromium', () => {
+describe.skipIf(!present)('examples/player.html in Chromium', () => {
   beforeAll(async () => {
     siteUrl = await startSite();
     const { root, script } = await library();
@@ -116,19 +113,7 @@ describe.skipIf(!existsSync(CHROMIUM))('examples/player.html in Chromium', () =>
       },
       { ffmpegTarget: script },
     );
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    });
+    browser = await launchChromium();
   }, 60_000);
 
   afterAll(async () => {

@@ -20,6 +20,7 @@ import { HotVariantCache } from '../../src/store/hotCache.js';
 import { S3VariantStore } from '../../src/store/s3.js';
 import { createS3Client } from '../../src/store/s3client.js';
 import type { VariantStore } from '../../src/store/types.js';
+import { type RawResponse, get as rawGet } from '../integration/harness.js';
 import { chunksOf, META } from '../store/helpers.js';
 import { type S3rverHandle, startS3rver } from '../store/s3rver.js';
 
@@ -75,39 +76,14 @@ async function handle(req: IncomingMessage, res: import('node:http').ServerRespo
   return outcome;
 }
 
-interface Got {
-  status: number;
-  headers: Record<string, string | string[] | undefined>;
-  body: Buffer;
-  complete: boolean;
-}
-
+/** The harness's raw GET/HEAD (bytes, headers, whether the body ended cleanly) against `base`. */
 function fetchRaw(
   path: string,
   opts: { method?: string; headers?: Record<string, string>; target?: string } = {},
-): Promise<Got> {
-  const url = new URL(path, opts.target ?? base);
-  return new Promise((resolve, reject) => {
-    const req = request(
-      url,
-      { method: opts.method ?? 'GET', headers: opts.headers, agent: false },
-      (res) => {
-        const parts: Buffer[] = [];
-        res.on('data', (c: Buffer) => parts.push(c));
-        const done = (complete: boolean) =>
-          resolve({
-            status: res.statusCode ?? 0,
-            headers: res.headers,
-            body: Buffer.concat(parts),
-            complete,
-          });
-        res.on('end', () => done(true));
-        res.on('error', () => done(false));
-        res.on('aborted', () => done(false));
-      },
-    );
-    req.on('error', reject);
-    req.end();
+): Promise<RawResponse> {
+  return rawGet(opts.target ?? base, path, {
+    ...(opts.method ? { method: opts.method } : {}),
+    ...(opts.headers ? { headers: opts.headers } : {}),
   });
 }
 

@@ -8,7 +8,6 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -21,6 +20,7 @@ import { type AudioProxy, createAudioProxy } from '../../src/proxy.js';
 import { resolveFfmpeg } from '../../src/workers/ffmpegPath.js';
 import { type RedisServer, startRedisServer } from '../cluster/redisServer.js';
 import { type AudioFixtures, makeFixtures } from '../fixtures/audio.js';
+import { freePort } from '../ports.js';
 import { get, isAlive, type RawResponse, spawnLogger, waitFor } from './harness.js';
 
 /** Short, so the kill test sees leases lapse quickly; long enough for a loaded 2-core box. */
@@ -32,18 +32,6 @@ interface Node {
   readonly proxy: AudioProxy;
   readonly url: string;
   spawns(): Promise<number[]>;
-}
-
-async function freePort(): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      const port = typeof a === 'object' && a ? a.port : 0;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 let redis: RedisServer;

@@ -17,7 +17,6 @@
  * **Events**: none.
  */
 import { readdirSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 
 export interface ProcessEntry {
   readonly pid: number;
@@ -76,15 +75,4 @@ export function liveDescendants(root: number = process.pid): ProcessEntry[] {
   return found;
 }
 
-/** A port the kernel just handed out on 127.0.0.1 (closed again before returning). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
+export { freePort } from '../ports.js';
