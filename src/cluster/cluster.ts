@@ -36,7 +36,12 @@ import type { Agent, IncomingMessage, ServerResponse } from 'node:http';
 import type { Redis } from 'ioredis';
 import type { AnyActorRef } from 'xstate';
 import type { Config } from '../config.js';
-import type { ClusterEndpoints, RenderRequest, SubscribeOutcome } from '../http/handler.js';
+import type {
+  BeforeRenderOutcome,
+  ClusterEndpoints,
+  RenderRequest,
+  SubscribeOutcome,
+} from '../http/handler.js';
 import type { ClusterSample } from '../telemetry/metrics.js';
 import { createCapacityRegistry, RESERVATION_LEASE_MS } from './capacityRegistry.js';
 import {
@@ -170,10 +175,7 @@ export class Cluster implements ClusterEndpoints {
     req: IncomingMessage,
     res: ServerResponse,
     key: string,
-  ): Promise<
-    | { readonly type: 'local'; readonly reservation?: string; done(): void }
-    | { readonly type: 'relayed' }
-  > {
+  ): Promise<BeforeRenderOutcome> {
     const hop = forwardedBy(req);
     const reservation = hop ? await this.#adopt(req) : undefined;
     const claim = await this.#claims.acquire(key);

@@ -133,6 +133,11 @@ export interface HandlerServices {
   readonly cluster?: ClusterEndpoints;
 }
 
+/** Where a MISS renders: here under this node's claim, or relayed from the claim's owner. */
+export type BeforeRenderOutcome =
+  | { readonly type: 'local'; readonly reservation?: string; done(): void }
+  | { readonly type: 'relayed' };
+
 /** What the handler needs from cluster mode. Neither call ever fails: Redis trouble is `local`. */
 export interface ClusterEndpoints {
   /**
@@ -143,10 +148,7 @@ export interface ClusterEndpoints {
     req: IncomingMessage,
     res: ServerResponse,
     key: string,
-  ): Promise<
-    | { readonly type: 'local'; readonly reservation?: string; done(): void }
-    | { readonly type: 'relayed' }
-  >;
+  ): Promise<BeforeRenderOutcome>;
   /** The local queue is full: relays a peer's answer, or refuses with the cluster's Retry-After. */
   handOff(
     req: IncomingMessage,

@@ -39,7 +39,9 @@
  * | `rejected` | `retry_after` (s, as answered) | the queue was full |
  * | `released` | `duration` (ms held) | a holder gave its slot back or went away |
  * | `displaced` | `retry_after` (s, as told to the victim) | a waiter lost its place to a higher class |
- * Metadata is `{ capacity, queueSize, class }`, `class` being whoever the event is about.
+ * Metadata is `{ capacity, queueSize, class }`, `class` being whoever the event is about. An
+ * event is built only when the `telemetry` input says someone wants it (default: always; the
+ * proxy asks its diagnostics channels), so an unobserved step emits nothing but its replies.
  */
 import { type AnyActorRef, enqueueActions, setup } from 'xstate';
 import type { CallEnvelope, NotifyEvent, ReplyEvent } from '../actors/call.js';
