@@ -16,6 +16,7 @@
  *   answers 429 before the render started (no slot in time), 504 after it started, and tears the
  *   stream down once bytes have been sent.
  */
+
 import { randomBytes } from 'node:crypto';
 import diagnostics from 'node:diagnostics_channel';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -37,6 +38,7 @@ import { lookupVariant, serveHit } from './hit.js';
 import type { RenderOptions } from './options.js';
 import { parseRoute } from './options.js';
 import { splitPath, verifySignature } from './signature.js';
+import { TurnBudget } from './turns.js';
 
 /** Slack past `AP_RENDER_TIMEOUT` before a silent subscription is given up on. */
 export const CONSUMER_SLACK_MS = 1_000; // lets the Render's own timeout report first
@@ -202,6 +204,13 @@ interface Exchange {
   readonly head: boolean;
   readonly cors: Record<string, string>;
   endpoint: Endpoint;
+  /** Spreads request stages over loop turns under a burst (see `turns.ts`). */
+  readonly turns: TurnBudget;
+}
+
+/** Goes on now while the loop turn has budget left, else in a later turn (see `turns.ts`). */
+function nextStage(x: Exchange): Promise<void> | undefined {
+  return x.turns.pass();
 }
 
 function send(
@@ -223,11 +232,12 @@ function fail(x: Exchange, failure: Failure) {
 }
 
 export function createHandler(services: HandlerServices) {
+  const turns = new TurnBudget();
   return async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const config = services.config.get();
     const method = req.method ?? 'GET';
     const cors = config.allowOrigin ? corsHeaders(config.allowOrigin) : {};
-    const x: Exchange = { req, res, head: method === 'HEAD', cors, endpoint: 'unknown' };
+    const x: Exchange = { req, res, head: method === 'HEAD', cors, endpoint: 'unknown', turns };
     res.on('close', () => {
       diagnostics.channel(RENDER_CHANNELS.httpRequest).publish({
         endpoint: x.endpoint,
@@ -297,6 +307,8 @@ async function route(x: Exchange, config: Config, services: HandlerServices, met
     fail(x, { type: 'not_found', scope: 'route' });
     return;
   }
+  const turn = nextStage(x);
+  if (turn) await turn;
   const split = splitPath(rawUrl);
   if (!split.ok) {
     if (split.reason === 'no_route') fail(x, { type: 'not_found', scope: 'route' });
@@ -341,6 +353,8 @@ async function route(x: Exchange, config: Config, services: HandlerServices, met
     fail(x, { type: 'not_found' });
     return;
   }
+  const afterAuthorise = nextStage(x);
+  if (afterAuthorise) await afterAuthorise;
   if (parsed.endpoint === 'info') {
     x.endpoint = 'info';
     await info(x, config, services, src.source, src.canonical);
@@ -368,6 +382,8 @@ async function route(x: Exchange, config: Config, services: HandlerServices, met
   // 6. variant store HIT (before the source is touched; no slot, no probe)
   if (services.store) {
     const head = await lookupVariant(services.store, key);
+    const afterLookup = nextStage(x);
+    if (afterLookup) await afterLookup;
     if (head) {
       const outcome = await serveHit(x.req, x.res, {
         store: services.store,
@@ -388,6 +404,8 @@ async function route(x: Exchange, config: Config, services: HandlerServices, met
   // 7. HEAD describes a MISS and stops
   // 8. stat
   const resolved = await resolveSource(config, services, src.source, src.canonical, true);
+  const afterResolve = nextStage(x);
+  if (afterResolve) await afterResolve;
   if ('failure' in resolved) {
     fail(x, resolved.failure);
     return;
@@ -403,6 +421,8 @@ async function route(x: Exchange, config: Config, services: HandlerServices, met
   if (routed) x.res.once('close', () => routed.done());
   // 9. probe gate
   const probe = await services.probe(resolved);
+  const afterProbe = nextStage(x);
+  if (afterProbe) await afterProbe;
   if (!probe.ok) {
     fail(x, probe.failure);
     return;

@@ -30,8 +30,10 @@
  * |---|---|---|
  * | `audio_proxy.cache.lookup` | `status: 'hit'`, `format` | a GET HIT committed (only if `format` is given) |
  */
+
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
+import { InFlight } from '../actors/inflight.js';
 import type { ServeMode } from '../config.js';
 import type { StoredVariant, VariantStore } from '../store/types.js';
 import { publish } from '../telemetry/channels.js';
@@ -69,12 +71,17 @@ export async function lookupVariant(
   key: string,
 ): Promise<StoredVariant | undefined> {
   if (store === undefined) return undefined;
+  let running = lookups.get(store);
+  if (running === undefined) lookups.set(store, (running = new InFlight()));
   try {
-    return await store.head(key);
+    return await running.run(key, () => store.head(key));
   } catch {
     return undefined; // the render path still works without the store
   }
 }
+
+/** Identical lookups at once (a crowd asking for one variant) share one `head` of the store. */
+const lookups = new WeakMap<VariantStore, InFlight<string, StoredVariant | undefined>>();
 
 /** Writes exactly `expected` bytes of `stream` to `res`, or destroys both. */
 function pump(stream: Readable, res: ServerResponse, expected: number): Promise<void> {

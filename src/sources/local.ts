@@ -33,6 +33,7 @@
 import { createHash } from 'node:crypto';
 import { lstat, readlink, realpath, stat } from 'node:fs/promises';
 import { isAbsolute, join, resolve } from 'node:path';
+import { InFlight } from '../actors/inflight.js';
 
 const MAX_PATH_BYTES = 1024; // past any real layout; PATH_MAX-sized paths could not open anyway
 const MAX_COMPONENTS = 64; // a denial-of-service bound on the per-component walk
@@ -62,6 +63,14 @@ type Walk = { readonly path: string; readonly exists: boolean } | undefined;
  * this much time. Failures are never kept: a root that was missing is looked at again next time.
  */
 export const ROOT_RECHECK_MS = 1_000;
+
+/**
+ * Identical checks running at once share one walk (a burst of requests for one source would
+ * otherwise repeat the same lstat chain per request); nothing outlives the walk, so the window
+ * between a check and ffmpeg's open is no wider than for a walk of one's own.
+ */
+const authorizing = new InFlight<string, { readonly ok: true } | typeof LOCAL_NOT_FOUND>();
+const resolving = new InFlight<string, LocalResult>();
 
 const resolvedRoots = new Map<string, { readonly real: string; readonly at: number }>();
 
@@ -165,11 +174,18 @@ async function walk(root: string, relPath: string): Promise<Walk> {
  * May `relPath` be served from `root`? Confinement only: a path that would resolve inside the root
  * is authorised whether or not the file exists.
  */
-export async function authorizeLocal(
+export function authorizeLocal(
   root: string | undefined,
   relPath: string,
 ): Promise<{ readonly ok: true } | typeof LOCAL_NOT_FOUND> {
-  if (lexicallyRefused(relPath)) return LOCAL_NOT_FOUND;
+  if (lexicallyRefused(relPath)) return Promise.resolve(LOCAL_NOT_FOUND);
+  return authorizing.run(`${root}\0${relPath}`, () => authorizeLocalNow(root, relPath));
+}
+
+async function authorizeLocalNow(
+  root: string | undefined,
+  relPath: string,
+): Promise<{ readonly ok: true } | typeof LOCAL_NOT_FOUND> {
   const realRoot = await resolveRoot(root);
   if (realRoot === undefined) return LOCAL_NOT_FOUND;
   return (await walk(realRoot, relPath)) === undefined ? LOCAL_NOT_FOUND : AUTHORIZED;
@@ -179,12 +195,22 @@ export async function authorizeLocal(
  * Resolves `relPath` under `root` to a regular file: its absolute resolved path, size and mtime.
  * `maxSrcBytes` set → a larger file is `source_too_large` (omit it for `/info`).
  */
-export async function resolveLocal(
+export function resolveLocal(
   root: string | undefined,
   relPath: string,
   opts: { readonly maxSrcBytes?: number } = {},
 ): Promise<LocalResult> {
-  if (lexicallyRefused(relPath)) return LOCAL_NOT_FOUND;
+  if (lexicallyRefused(relPath)) return Promise.resolve(LOCAL_NOT_FOUND);
+  return resolving.run(`${root}\0${relPath}\0${opts.maxSrcBytes ?? ''}`, () =>
+    resolveLocalNow(root, relPath, opts),
+  );
+}
+
+async function resolveLocalNow(
+  root: string | undefined,
+  relPath: string,
+  opts: { readonly maxSrcBytes?: number },
+): Promise<LocalResult> {
   const realRoot = await resolveRoot(root);
   if (realRoot === undefined) return LOCAL_NOT_FOUND;
   const walked = await walk(realRoot, relPath);
