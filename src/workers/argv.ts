@@ -17,12 +17,20 @@
  *   reads get TLS over TCP only (plus cleartext HTTP for an `http://` S3 endpoint): no source can
  *   pivot ffmpeg across the file-system/network boundary. A TLS input always verifies its peer
  *   (`-tls_verify 1`, `-ca_file` when the caller named a bundle).
- * - **Filter order is load-bearing:** enhance → loudnorm → volume → resample → afade. Cleanup
- *   runs before loudness is measured; `gain` offsets a normalised result; single-pass loudnorm
- *   outputs 192 kHz, so a resample always follows it; fades shape the final signal. The resample
- *   is `aformat=sample_rates=N` (ffmpeg inserts its resampler there): a literal `aresample=N`
- *   right after loudnorm fails channel-layout negotiation for PCM, flac and aac outputs.
+ * - **Filter order is load-bearing:** enhance → loudnorm → volume → resample → afade → apad.
+ *   Cleanup precedes measuring; `gain` offsets the normalised result; loudnorm outputs 192 kHz,
+ *   so a resample follows it (`aformat=sample_rates=N`: a literal `aresample` there fails layout
+ *   negotiation for PCM, flac and aac); fades shape the signal; the trim pad is silence.
  * - **A preset names one chain forever.** Improving `voice` means adding `voice2`.
+ * - **A valid option always renders** (a 422 would break the contract): each value maps onto
+ *   the nearest the encoder takes; the key keeps the URL's. `sr` snaps to the rate table (ogg:
+ *   clamped to 8-48 kHz); `br` is clamped into libopus'/libvorbis' window for the output's
+ *   channels and rate (LAME and aac clamp themselves). Limits measured on ffmpeg 5.1.
+ * - **A trim is never empty.** Past the source's end no frame is left (aac writes 0 bytes,
+ *   mp3/opus/ogg undecodable headers), so a trim ends in `apad=whole_len=N`: silence only when
+ *   the region is under `TRIM_MIN_OUTPUT_S`, identical bytes otherwise. Past the end that is a
+ *   200 with ~10 ms of silence, the honest picture of an empty region, not keyed on the probe's
+ *   duration (an estimate, e.g. VBR mp3). `whole_len`: the npm 2018 build lacks `whole_dur`.
  *
  * ## Races
  * None: pure functions.
@@ -77,6 +85,53 @@ const CLEARTEXT_S3_PROTOCOLS = 'http,https,tls,tcp'; // a dev S3 endpoint on htt
 export const LOUDNORM_FALLBACK_RATE_HZ = 48_000;
 /** m4a fragment length: 1 s to first byte; per-frame fragments would add a third to the size. */
 export const M4A_FRAGMENT_DURATION_US = 1_000_000;
+
+/** libmp3lame's MPEG-1/2/2.5 rates (`ffmpeg -h encoder=libmp3lame`); it refuses all others. */
+export const MP3_SAMPLE_RATES_HZ: readonly number[] = Object.freeze([
+  8_000, 11_025, 12_000, 16_000, 22_050, 24_000, 32_000, 44_100, 48_000,
+]);
+/** The aac encoder's sampling-frequency table up to the lossy cap (`-h encoder=aac`). */
+export const AAC_SAMPLE_RATES_HZ: readonly number[] = Object.freeze([
+  7_350, 8_000, 11_025, 12_000, 16_000, 22_050, 24_000, 32_000, 44_100, 48_000,
+]);
+/** libopus codes at these rates only (`-h encoder=libopus`); the decoder always plays 48 kHz. */
+export const OPUS_SAMPLE_RATES_HZ: readonly number[] = Object.freeze([
+  8_000, 12_000, 16_000, 24_000, 48_000,
+]);
+/** libvorbis' lowest rate: it takes any, but has no setup below 8 kHz (at 1-2 Hz, undecodable). */
+export const VORBIS_MIN_SAMPLE_RATE_HZ = 8_000;
+/** libopus refuses more than 256 kb/s per channel ("between 500 and 256000" per channel). */
+export const OPUS_MAX_KBPS_PER_CHANNEL = 256;
+
+/** One libvorbis setup template's ABR window, in kb/s for the whole stream. */
+export interface VorbisAbrBand {
+  /** The band covers `fromHz <= rate < belowHz`. */
+  readonly fromHz: number;
+  readonly belowHz: number;
+  readonly mono: readonly [minK: number, maxK: number];
+  readonly stereo: readonly [minK: number, maxK: number];
+}
+
+/**
+ * Where libvorbis' managed (ABR) mode opens, per setup template: outside a band's window the
+ * encoder setup fails. Measured with `-b:a` on ffmpeg 5.1 at both edges of every band; at an
+ * edge two templates overlap and the window is their union, so the band's own is a safe subset.
+ * More than two channels are coded uncoupled: the mono window per channel. Above 50 kHz there is
+ * no ABR template at all, so a `br` render is resampled into the table.
+ */
+export const VORBIS_ABR_BANDS: readonly VorbisAbrBand[] = Object.freeze([
+  { fromHz: 8_000, belowHz: 9_000, mono: [8, 42], stereo: [12, 84] },
+  { fromHz: 9_000, belowHz: 15_000, mono: [12, 50], stereo: [16, 100] },
+  { fromHz: 15_000, belowHz: 19_000, mono: [16, 100], stereo: [24, 200] },
+  { fromHz: 19_000, belowHz: 26_000, mono: [16, 90], stereo: [30, 180] },
+  { fromHz: 26_000, belowHz: 40_000, mono: [30, 190], stereo: [36, 380] },
+  { fromHz: 40_000, belowHz: 50_001, mono: [32, 240], stereo: [45, 500] },
+] as const);
+
+/** The shortest output a trimmed render produces: past the source's end, this much silence. */
+export const TRIM_MIN_OUTPUT_S = 0.01; // one encoder frame or less: present, but plainly empty
+/** The rate the trim pad is counted at when no probe gave one. */
+export const TRIM_PAD_FALLBACK_RATE_HZ = 7_350; // the lowest lossy rate: the pad never outlasts `t`
 
 /**
  * The pinned preset chains: high-pass under the voice (80 Hz), gentle spectral denoise, de-ess,
@@ -217,12 +272,13 @@ export function buildRenderArgv(options: RenderOptions, input: ArgvInput): strin
     throw new TypeError('f:peaks is a PCM decode plus a reduction: use buildPeaksDecodeArgv');
   }
   if (!(format in MUXERS)) throw new TypeError(`unknown format ${JSON.stringify(format)}`);
-  const rate = options.sampleRate ?? (options.norm ? normalisedRate(format, input) : undefined);
+  const rate = resampleRate(format, options, input);
+  const chainHz = rate ?? sourceRate(input); // what reaches the encoder, before its own resample
   return [
     ...head(options, input),
-    ...filterArgs(options, rate),
+    ...filterArgs(options, rate, trimPad(options, chainHz)),
     ...channelArgs(options, input),
-    ...codecArgs(format, options, input),
+    ...codecArgs(format, options, input, chainHz),
     '-f',
     MUXERS[format],
     'pipe:1',
@@ -289,7 +345,11 @@ function seekArgs(options: RenderOptions): string[] {
   return trim.duration === undefined ? seek : [...seek, '-t', renderNumber(trim.duration)];
 }
 
-function filterArgs(options: RenderOptions, resampleHz: number | undefined): string[] {
+function filterArgs(
+  options: RenderOptions,
+  resampleHz: number | undefined,
+  tail: readonly string[] = [],
+): string[] {
   const chain: string[] = [];
   if (options.enhance !== undefined) chain.push(enhanceChain(options.enhance));
   if (options.norm !== undefined) {
@@ -298,7 +358,7 @@ function filterArgs(options: RenderOptions, resampleHz: number | undefined): str
   }
   if (options.gainDb !== undefined) chain.push(`volume=${renderNumber(options.gainDb)}dB`);
   if (resampleHz !== undefined) chain.push(`aformat=sample_rates=${resampleHz}`);
-  chain.push(...fadeFilters(options));
+  chain.push(...fadeFilters(options), ...tail);
   return chain.length === 0 ? [] : ['-af', chain.join(',')];
 }
 
@@ -319,21 +379,132 @@ function fadeFilters(options: RenderOptions): string[] {
   return out;
 }
 
+/**
+ * The rate a lossy encoder will actually code at for a wanted rate: the nearest in its table
+ * (a tie goes up: more bandwidth), or for libvorbis the wanted rate clamped to its tuned range.
+ * Lossless formats take every rate the grammar allows and get `hz` back.
+ */
+export function encoderSampleRate(format: Format, hz: number): number {
+  if (!Number.isInteger(hz) || hz < 1) {
+    throw new RangeError(`sample rate must be a positive integer, got ${hz}`);
+  }
+  switch (format) {
+    case 'mp3':
+      return nearest(MP3_SAMPLE_RATES_HZ, hz);
+    case 'aac':
+    case 'm4a':
+      return nearest(AAC_SAMPLE_RATES_HZ, hz);
+    case 'opus':
+      return nearest(OPUS_SAMPLE_RATES_HZ, hz);
+    case 'ogg':
+      return Math.min(Math.max(hz, VORBIS_MIN_SAMPLE_RATE_HZ), LOSSY_SAMPLE_RATE_CAP_HZ);
+    default:
+      return hz;
+  }
+}
+
+/**
+ * The `-b:a` (kb/s) the encoder will open with for a wanted `br`: clamped into libopus' and
+ * libvorbis' windows for `channels` at `rateHz`. LAME and the aac encoder take every `br` the
+ * grammar allows (1..10000; they settle on their nearest legal rate themselves), so theirs
+ * passes through. An unknown channel count gets the window valid for both mono and stereo.
+ */
+export function encoderBitrateK(
+  format: Format,
+  kbps: number,
+  rateHz: number | undefined,
+  channels: number | undefined,
+): number {
+  if (!Number.isInteger(kbps) || kbps < 1) {
+    throw new RangeError(`bitrate must be a positive integer (kb/s), got ${kbps}`);
+  }
+  switch (format) {
+    case 'opus':
+      return Math.min(kbps, OPUS_MAX_KBPS_PER_CHANNEL * (channels ?? 1));
+    case 'ogg': {
+      const [min, max] = vorbisAbrWindowK(rateHz ?? LOSSY_SAMPLE_RATE_CAP_HZ, channels);
+      return Math.min(Math.max(kbps, min), max);
+    }
+    default:
+      return kbps;
+  }
+}
+
+/** libvorbis' ABR window (kb/s) at `rateHz` for `channels` (undefined: mono and stereo both). */
+export function vorbisAbrWindowK(
+  rateHz: number,
+  channels: number | undefined,
+): readonly [number, number] {
+  const band = VORBIS_ABR_BANDS.find((b) => rateHz >= b.fromHz && rateHz < b.belowHz);
+  if (band === undefined) {
+    throw new RangeError(`libvorbis has no ABR setup at ${rateHz} Hz`);
+  }
+  if (channels === 1) return band.mono;
+  if (channels === 2) return band.stereo;
+  if (channels === undefined) {
+    return [Math.max(band.mono[0], band.stereo[0]), Math.min(band.mono[1], band.stereo[1])];
+  }
+  return [band.mono[0] * channels, band.mono[1] * channels];
+}
+
+/**
+ * The rate the filter chain resamples to, or undefined to leave the source's rate to ffmpeg
+ * (which converts it to the encoder's nearest on its own). `sr`, or `norm`'s return to the
+ * source rate, is snapped to what the encoder takes; an ABR vorbis render also pins a source
+ * rate outside libvorbis' templates (or an unknown one), since its window depends on it.
+ */
+function resampleRate(
+  format: AudioFormat,
+  options: RenderOptions,
+  input: ArgvInput,
+): number | undefined {
+  const wanted = options.sampleRate ?? (options.norm ? normalisedRate(format, input) : undefined);
+  if (wanted !== undefined) return encoderSampleRate(format, wanted);
+  if (format !== 'ogg' || options.bitrateK === undefined) return undefined;
+  const source = sourceRate(input);
+  if (source === undefined) return LOSSY_SAMPLE_RATE_CAP_HZ;
+  const pinned = encoderSampleRate(format, source);
+  return pinned === source ? undefined : pinned;
+}
+
+/** `apad` that keeps a trimmed render from being empty; nothing without a trim. */
+function trimPad(options: RenderOptions, chainHz: number | undefined): string[] {
+  const trim = options.trim;
+  if (trim === undefined) return [];
+  const seconds = Math.min(TRIM_MIN_OUTPUT_S, trim.duration ?? TRIM_MIN_OUTPUT_S);
+  const samples = Math.floor((chainHz ?? TRIM_PAD_FALLBACK_RATE_HZ) * seconds);
+  // At an absurd lossless rate (sr:1) not even one sample fits: that file stays empty but valid.
+  return samples < 1 ? [] : [`apad=whole_len=${samples}`];
+}
+
+function nearest(table: readonly number[], hz: number): number {
+  let best = table[0]!;
+  for (const candidate of table) {
+    const d = Math.abs(candidate - hz);
+    const bestD = Math.abs(best - hz);
+    if (d < bestD || (d === bestD && candidate > best)) best = candidate;
+  }
+  return best;
+}
+
 /** Without `sr`, a normalised render goes back to the source's rate (lossy: capped at 48 kHz). */
 function normalisedRate(format: AudioFormat, input: ArgvInput): number {
-  const source = input.sampleRate;
+  const source = sourceRate(input);
   if (source === undefined) return LOUDNORM_FALLBACK_RATE_HZ;
-  if (!Number.isInteger(source) || source < 1) {
-    throw new RangeError(`input.sampleRate must be a positive integer, got ${source}`);
-  }
   return LOSSY.has(format) ? Math.min(source, LOSSY_SAMPLE_RATE_CAP_HZ) : source;
 }
 
-function codecArgs(format: AudioFormat, options: RenderOptions, input: ArgvInput): string[] {
+function codecArgs(
+  format: AudioFormat,
+  options: RenderOptions,
+  input: ArgvInput,
+  encoderHz: number | undefined,
+): string[] {
   const args = ['-c:a', encoder(format, options, input)];
   if (options.bitrateK !== undefined) {
     if (!LOSSY.has(format)) throw new TypeError(`br does not apply to ${format}`);
-    args.push('-b:a', `${options.bitrateK}k`);
+    const channels = options.channels ?? sourceChannels(input);
+    args.push('-b:a', `${encoderBitrateK(format, options.bitrateK, encoderHz, channels)}k`);
   }
   if (options.quality !== undefined) {
     const flag = QUALITY_FLAGS[format];
@@ -381,11 +552,29 @@ function encoder(format: AudioFormat, options: RenderOptions, input: ArgvInput):
  */
 function channelArgs(options: RenderOptions, input: ArgvInput): string[] {
   if (options.channels !== undefined) return ['-ac', String(channelCount(options.channels))];
-  if (options.norm === undefined || input.channels === undefined) return [];
-  if (!Number.isInteger(input.channels) || input.channels < 1 || input.channels > MAX_CHANNELS) {
+  const source = sourceChannels(input);
+  if (options.norm === undefined || source === undefined) return [];
+  return ['-ac', String(source)];
+}
+
+/** The probe's sample rate, checked; undefined when no probe said. */
+function sourceRate(input: ArgvInput): number | undefined {
+  const source = input.sampleRate;
+  if (source === undefined) return undefined;
+  if (!Number.isInteger(source) || source < 1) {
+    throw new RangeError(`input.sampleRate must be a positive integer, got ${source}`);
+  }
+  return source;
+}
+
+/** The probe's channel count, checked; undefined when no probe said. */
+function sourceChannels(input: ArgvInput): number | undefined {
+  const channels = input.channels;
+  if (channels === undefined) return undefined;
+  if (!Number.isInteger(channels) || channels < 1 || channels > MAX_CHANNELS) {
     throw new RangeError(`input.channels must be an integer in 1..${MAX_CHANNELS}`);
   }
-  return ['-ac', String(input.channels)];
+  return channels;
 }
 
 function channelCount(channels: number): 1 | 2 {

@@ -60,7 +60,8 @@ describe('buildRenderArgv: shape', () => {
       ...['-tls_verify', '1', '-ca_file', '/etc/roots.pem'],
       ...['-ss', '12.5', '-t', '30', '-i', 'https://example.test/a.wav'],
       ...['-vn', '-sn', '-dn'],
-      ...['-af', 'afade=t=in:st=0:d=0.5,afade=t=out:st=29:d=1'],
+      // No probe: the trim pad is counted at the lowest lossy rate (10 ms at 7350 Hz).
+      ...['-af', 'afade=t=in:st=0:d=0.5,afade=t=out:st=29:d=1,apad=whole_len=73'],
       ...['-c:a', 'libopus', '-b:a', '96k', '-f', 'ogg', 'pipe:1'],
     ]);
   });
@@ -150,7 +151,7 @@ describe('buildRenderArgv: shape', () => {
     );
   });
 
-  it('orders filters enhance → loudnorm → volume → resample → afade', () => {
+  it('orders filters enhance → loudnorm → volume → resample → afade → trim pad', () => {
     const argv = buildRenderArgv(
       opts('f:mp3/enhance:voice/norm:ebu:-14:-1:9/gain:-3/sr:44100/t:0:10/fade:1:2'),
       local('/a'),
@@ -163,6 +164,7 @@ describe('buildRenderArgv: shape', () => {
         'aformat=sample_rates=44100',
         'afade=t=in:st=0:d=1',
         'afade=t=out:st=8:d=2',
+        'apad=whole_len=441',
       ].join(','),
     );
   });
@@ -207,13 +209,15 @@ describe('buildRenderArgv: shape', () => {
 
   it('computes the fade-out start in whole milliseconds', () => {
     const argv = buildRenderArgv(opts('f:wav/t:5:0.3/fade:0.1:0.2'), local('/a'));
-    expect(valueAfter(argv, '-af')).toBe('afade=t=in:st=0:d=0.1,afade=t=out:st=0.1:d=0.2');
+    expect(valueAfter(argv, '-af')).toBe(
+      'afade=t=in:st=0:d=0.1,afade=t=out:st=0.1:d=0.2,apad=whole_len=73',
+    );
     expect(argv.slice(argv.indexOf('-ss'), argv.indexOf('-i'))).toEqual(['-ss', '5', '-t', '0.3']);
   });
 
   it('keeps gain:0, t:0 and fade:0 as written (no-ops are distinct keys, not dropped stages)', () => {
     const argv = buildRenderArgv(opts('f:wav/gain:0/t:0/fade:0'), local('/a'));
-    expect(valueAfter(argv, '-af')).toBe('volume=0dB');
+    expect(valueAfter(argv, '-af')).toBe('volume=0dB,apad=whole_len=73');
     expect(valueAfter(argv, '-ss')).toBe('0');
     expect(argv).not.toContain('-t');
   });
