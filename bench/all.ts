@@ -82,6 +82,13 @@ const rows: string[][] = [
     '≤ 1.05×',
   ],
   [
+    "P2' the same, ffmpeg pinned to its own core (taskset)",
+    ms(num('render', 'p2PinnedAllMs')),
+    `one request: ${ms(num('render', 'p2PinnedOneMs'))}`,
+    x(num('render', 'p2Pinned'), 3),
+    '≤ 1.05×',
+  ],
+  [
     'P3 semaphore cycles per CPU s',
     n(num('semaphore', 'cpu:audio-proxy')),
     `p-limit ${n(num('semaphore', 'cpu:p-limit'))}; naive XState ${n(num('semaphore', 'cpu:naive XState'))}; XState floor ${n(num('semaphore', 'cpu:XState floor'))}`,

@@ -6,13 +6,18 @@
  *      by the same ffmpeg argv run directly, two at a time.            target ≤ 1.02
  *  P2  64 identical concurrent requests (one ffmpeg) divided by one request.  target ≤ 1.05
  *  P7  time to first byte through the proxy vs ffmpeg's own first output.
+ *  P2' P2 again with ffmpeg pinned to its own core and the proxy plus its 64 clients to the
+ *      other (`taskset`; skipped without it or with fewer than 2 cores). On this 2-core box the
+ *      unpinned P2 has three parties (ffmpeg, the proxy, 64 in-process clients) on two cores, so
+ *      the scheduler slows ffmpeg whenever the fan-out runs on its core; pinned, the ratio shows
+ *      what coalescing itself costs the render's critical path.
  *
  * Run: `npx tsx bench/render.ts [rounds]` (default 5). Needs ffmpeg on PATH.
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { loadConfig } from '../src/config.js';
@@ -89,6 +94,73 @@ async function twoAtATime<T>(jobs: Array<() => Promise<T>>): Promise<void> {
     while (next < jobs.length) await jobs[next++]!();
   };
   await Promise.all([lane(), lane()]);
+}
+
+/** Pins every thread of this process (workers started later inherit it) to `cpus`. */
+function pinSelf(cpus: string): void {
+  execFileSync('taskset', ['-a', '-p', '-c', cpus, String(process.pid)], { stdio: 'ignore' });
+}
+
+function hasTaskset(): boolean {
+  try {
+    execFileSync('taskset', ['-V'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * P2 with the encoder isolated: ffmpeg runs through a wrapper that pins it to core 1, this
+ * process (proxy, its workers, the 64 clients) is pinned to core 0 for the measurement. Same
+ * source, same variant, same rounds as P2.
+ */
+async function pinnedP2(
+  root: string,
+  rounds: number,
+): Promise<{ allMs: number; oneMs: number } | undefined> {
+  if (availableParallelism() < 2 || !hasTaskset()) return undefined;
+  const wrapper = join(root, 'ffmpeg-core1.sh');
+  writeFileSync(wrapper, `#!/bin/sh\nexec taskset -c 1 '${ffmpeg}' "$@"\n`);
+  chmodSync(wrapper, 0o755);
+  pinSelf('0');
+  try {
+    const config = loadConfig({
+      AP_LOCAL_ROOT: root,
+      AP_ALLOW_INSECURE: '1',
+      AP_MAX_CONCURRENCY: '2',
+      AP_QUEUE_SIZE: '64',
+      AP_LOG_LEVEL: 'error',
+      AP_FFMPEG_PATH: wrapper,
+    });
+    const proxy = await createAudioProxy({ config, logger: pino({ level: 'silent' }) });
+    const { url } = await proxy.listen({
+      host: '127.0.0.1',
+      port: 0,
+      metricsHost: '127.0.0.1',
+      metricsPort: 0,
+    });
+    const all: number[] = [];
+    const one: number[] = [];
+    const variant = '/insecure/f:opus/br:96';
+    await fetchTimed(url, `${variant}/cb:pin-warm/plain/local://in.wav`);
+    for (let round = 0; round < rounds; round++) {
+      const tag = `pin${round}-${Date.now()}`;
+      one.push((await fetchTimed(url, `${variant}/cb:one-${tag}/plain/local://in.wav`)).totalMs);
+      const t0 = performance.now();
+      await Promise.all(
+        Array.from({ length: 64 }, () =>
+          fetchTimed(url, `${variant}/cb:many-${tag}/plain/local://in.wav`),
+        ),
+      );
+      all.push(performance.now() - t0);
+      process.stderr.write(`pinned round ${round + 1}/${rounds} done\n`);
+    }
+    await proxy.close();
+    return { allMs: median(all), oneMs: median(one) };
+  } finally {
+    pinSelf(`0-${availableParallelism() - 1}`);
+  }
 }
 
 async function main() {
@@ -172,6 +244,8 @@ async function main() {
   }
   await proxy.close();
 
+  const pinned = await pinnedP2(root, ROUNDS);
+
   const r = (x: number) => Math.round(x);
   const p1 = median(p1Proxy) / median(p1Direct);
   const p2 = median(p2All) / median(p2One);
@@ -184,6 +258,11 @@ async function main() {
   console.log(
     `P7  first byte: proxy ${r(median(ttfbProxy))} ms vs ffmpeg's first output ${r(median(ttfbDirect))} ms (+${r(median(ttfbProxy) - median(ttfbDirect))} ms)`,
   );
+  if (pinned) {
+    console.log(
+      `P2' the same, ffmpeg pinned to core 1, proxy and clients to core 0: ${r(pinned.allMs)} ms vs ${r(pinned.oneMs)} ms, ratio ${(pinned.allMs / pinned.oneMs).toFixed(3)} (target <= 1.05)`,
+    );
+  } else console.log("P2' skipped: needs taskset and 2 cores");
   console.log(`(medians of ${ROUNDS} interleaved rounds)`);
   report('render', {
     p1: p1,
@@ -192,6 +271,13 @@ async function main() {
     p2: p2,
     p2AllMs: median(p2All),
     p2OneMs: median(p2One),
+    ...(pinned
+      ? {
+          p2Pinned: pinned.allMs / pinned.oneMs,
+          p2PinnedAllMs: pinned.allMs,
+          p2PinnedOneMs: pinned.oneMs,
+        }
+      : {}),
     p7ProxyMs: median(ttfbProxy),
     p7DirectMs: median(ttfbDirect),
     rounds: ROUNDS,

@@ -7,8 +7,14 @@
  * proxy's RSS (idle, peak during the render, with only the stalled readers left), the bound
  * (idle + one backlog + 64 MiB), and the render's wall time with the crowd beside the same
  * render with one fast client (the baseline, same run). Exits 1 when a bound is broken.
+ *
+ * `--notsent-lowat BYTES` sets the kernel's `net.ipv4.tcp_notsent_lowat` for the run (root only;
+ * restored after). By default Linux lets a socket whose reader stalls take ~3.8 MiB of unsent
+ * data (send-buffer autotuning up to `tcp_wmem`'s 4 MiB), so 200 slow readers make the proxy copy
+ * ~760 MiB into kernel buffers while ffmpeg renders; with the watermark the excess stays as
+ * references to the shared backlog chunks in Node. The value in force is printed either way.
  */
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { RSS_HEADROOM_BYTES, runCrowd } from '../test/reliability/slowCrowd.js';
@@ -22,13 +28,30 @@ const clients = arg('clients', 200);
 const stalled = arg('stalled', 10);
 const seconds = arg('seconds', 600);
 const lateStalled = arg('late-stalled', 0);
+const LOWAT_PATH = '/proc/sys/net/ipv4/tcp_notsent_lowat';
+const readLowat = (): string => {
+  try {
+    return readFileSync(LOWAT_PATH, 'utf8').trim();
+  } catch {
+    return 'unknown';
+  }
+};
+const lowatBefore = readLowat();
+const wantedLowat = arg('notsent-lowat', Number.NaN);
+if (!Number.isNaN(wantedLowat)) {
+  if (!Number.isInteger(wantedLowat) || wantedLowat < 1) {
+    throw new RangeError('--notsent-lowat needs a positive integer (bytes)');
+  }
+  writeFileSync(LOWAT_PATH, String(wantedLowat)); // throws without root: nothing half-done
+  process.on('exit', () => writeFileSync(LOWAT_PATH, lowatBefore));
+}
 // Kept across runs: generating 10 minutes of wav is ~100 MB of writing.
 const dir = join(tmpdir(), 'audio-proxy-bench-slow');
 mkdirSync(dir, { recursive: true });
 
 const mib = (b: number) => `${(b / 2 ** 20).toFixed(1)} MiB`;
 console.log(
-  `slow clients: ${clients} at 1/10 bitrate, ${stalled} stalled, ${lateStalled} stalled joining halfway, ${seconds} s source`,
+  `slow clients: ${clients} at 1/10 bitrate, ${stalled} stalled, ${lateStalled} stalled joining halfway, ${seconds} s source, net.ipv4.tcp_notsent_lowat ${readLowat()}`,
 );
 const f = await runCrowd({
   clients,
