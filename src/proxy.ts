@@ -14,6 +14,7 @@
  * (each answers only after ffmpeg is dead and its slot released), pools drain and close, and the
  * semaphore goes last.
  */
+
 import diagnostics from 'node:diagnostics_channel';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -42,8 +43,10 @@ import { WaitingRoomService } from './actors/waitingRoomService.js';
 import { Cluster } from './cluster/cluster.js';
 import { type Config, type ConfigProvider, staticConfig } from './config.js';
 import { createLiveView } from './debug/liveView.js';
+import { type AcceptGate, gateConnections } from './http/acceptGate.js';
 import { errorResponse } from './http/errors.js';
 import { createHandler, type RenderRequest, type ResolvedSource } from './http/handler.js';
+import { TurnBudget } from './http/turns.js';
 import { type InspectOption, openInspection } from './inspect.js';
 import { probeLimiterMachine } from './machines/probeLimiter.js';
 import type { SupervisorState, SupervisorTelemetry } from './machines/processSupervisor.js';
@@ -383,7 +386,9 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
     ? new WaitingRoomService({ semaphore, config: provider, now, ...inspect })
     : undefined;
 
+  const turns = new TurnBudget();
   const handler = createHandler({
+    turns,
     config: provider,
     version: VERSION,
     ffmpeg: () => ffmpegVersionInfo,
@@ -443,6 +448,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
   };
 
   let publicServer: Server | null = null;
+  let gate: AcceptGate | null = null;
   let metricsServer: Server | null = null;
   const unpublish: Array<() => void> = [];
 
@@ -542,8 +548,10 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
       const c = provider.get();
       publicServer = createServer((req, res) => void handler(req, res));
       metricsServer = createServer((req, res) => void metricsHandler(req, res));
+      // The public port is accepted by the gate, which feeds the HTTP server turn by turn.
+      gate = gateConnections(publicServer, turns);
       await new Promise<void>((resolve) =>
-        publicServer!.listen(
+        gate!.listener.listen(
           { port: opts.port ?? c.port, host: opts.host, backlog: LISTEN_BACKLOG },
           resolve,
         ),
@@ -555,7 +563,10 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
           resolve,
         ),
       );
-      const a = publicServer.address() as AddressInfo;
+      // The HTTP server never listens itself; its 'listening' starts the connection tracking
+      // that header/request timeouts and closeIdleConnections/closeAllConnections rely on.
+      publicServer.emit('listening');
+      const a = gate.listener.address() as AddressInfo;
       const m = metricsServer.address() as AddressInfo;
       const host = (addr: AddressInfo) =>
         addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
@@ -564,6 +575,8 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
     async close() {
       liveView.close(); // ends its event streams, which would otherwise hold the listener open
       const closing = [publicServer, metricsServer].filter((s): s is Server => s !== null);
+      gate?.listener.close();
+      gate?.close();
       for (const s of closing) {
         s.close();
         s.closeIdleConnections();

@@ -103,6 +103,8 @@ export type SubscribeOutcome =
 /** What the handler needs from the rest of the system. */
 export interface HandlerServices {
   readonly config: ConfigProvider;
+  /** Shared with the accept gate, so connections and request stages draw on one budget. */
+  readonly turns?: TurnBudget;
   readonly version: string;
   readonly ffmpeg: () => {
     readonly path: string;
@@ -232,7 +234,7 @@ function fail(x: Exchange, failure: Failure) {
 }
 
 export function createHandler(services: HandlerServices) {
-  const turns = new TurnBudget();
+  const turns = services.turns ?? new TurnBudget();
   return async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const config = services.config.get();
     const method = req.method ?? 'GET';

@@ -26,7 +26,7 @@
  */
 
 /** Request work one loop turn may do before later stages wait for the next turn, in ms. */
-export const TURN_BUDGET_MS = 2;
+export const TURN_BUDGET_MS = 1;
 
 /** Released slots at the queue's front are dropped once this many accumulate. */
 const COMPACT_AT = 1_024; // amortised O(1) per waiter, and the array never grows without bound

@@ -38,11 +38,11 @@ describe('burst (CI size)', () => {
     expect(c.statuses['200']).toBeGreaterThanOrEqual(2 + BURST_QUEUE_SIZE);
     expect(c.statuses['200']! + c.statuses['429']!).toBe(CI_REQUESTS);
 
-    // /health: p95, not p99. On this shared 2-core box the burst's arrival waves (the accept
-    // backlog overflows and SYN retransmits bring connections back in waves at 1, 3, 7 s) stall
-    // the event loop for up to seconds; measured p99 was 115-230 ms against an idle baseline of
-    // 6-60 ms in the same runs, while p95 stayed at 11-42 ms. The report prints p99, max, the
-    // worst probes and the idle baseline; bench/burst.ts asserts the max.
+    // /health: p95, not the max. Since the accept gate and the turn budget, a quiet box gives
+    // max 38-62 ms for 5,000 requests (p95 16-28 ms), but the CI suite runs other files beside
+    // this one on 2 cores, and a descheduled process misses any millisecond bound at its tail.
+    // The report prints p99, max, the worst probes and the idle baseline; bench/burst.ts
+    // asserts the max.
     expect(report.health.failures).toBe(0);
     expect(report.health.count).toBeGreaterThan(20);
     expect(report.health.p95).toBeLessThanOrEqual(HEALTH_BOUND_MS);
