@@ -51,9 +51,14 @@ export function gateConnections(
   const waiting = new Set<Socket>();
   let closed = false;
   const quiet = () => {};
+  /** Runs with the socket as `this`: a connection that sent nothing in time. */
+  function silent(this: Socket) {
+    this.destroy();
+  }
   const handOver = (socket: Socket) => {
     waiting.delete(socket);
     socket.off('error', quiet);
+    socket.off('timeout', silent);
     socket.setTimeout(0);
     if (socket.destroyed) return;
     if (closed) {
@@ -78,7 +83,8 @@ export function gateConnections(
     waiting.add(socket);
     socket.on('error', quiet);
     socket.once('close', () => waiting.delete(socket));
-    socket.setTimeout(silentMs, () => socket.destroy());
+    socket.setTimeout(silentMs);
+    socket.on('timeout', silent);
     socket.once('data', (chunk: Buffer) => firstBytes(socket, chunk));
     socket.resume();
   });
