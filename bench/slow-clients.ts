@@ -8,6 +8,8 @@
  * (idle + one backlog + 64 MiB), and the render's wall time with the crowd beside the same
  * render with one fast client (the baseline, same run). Exits 1 when a bound is broken.
  *
+ * The proxy sets `TCP_NOTSENT_LOWAT` on each client socket itself when the optional `sockopt`
+ * package is installed (src/http/socketTuning.ts); the line printed first says whether it does.
  * `--notsent-lowat BYTES` sets the kernel's `net.ipv4.tcp_notsent_lowat` for the run (root only;
  * restored after). By default Linux lets a socket whose reader stalls take ~3.8 MiB of unsent
  * data (send-buffer autotuning up to `tcp_wmem`'s 4 MiB), so 200 slow readers make the proxy copy
@@ -17,6 +19,7 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { tuning } from '../src/http/socketTuning.js';
 import { RSS_HEADROOM_BYTES, runCrowd } from '../test/reliability/slowCrowd.js';
 
 function arg(name: string, fallback: number): number {
@@ -50,8 +53,9 @@ const dir = join(tmpdir(), 'audio-proxy-bench-slow');
 mkdirSync(dir, { recursive: true });
 
 const mib = (b: number) => `${(b / 2 ** 20).toFixed(1)} MiB`;
+const perSocket = tuning();
 console.log(
-  `slow clients: ${clients} at 1/10 bitrate, ${stalled} stalled, ${lateStalled} stalled joining halfway, ${seconds} s source, net.ipv4.tcp_notsent_lowat ${readLowat()}`,
+  `slow clients: ${clients} at 1/10 bitrate, ${stalled} stalled, ${lateStalled} stalled joining halfway, ${seconds} s source, net.ipv4.tcp_notsent_lowat ${readLowat()}, per-socket TCP_NOTSENT_LOWAT ${'notsentLowatBytes' in perSocket ? perSocket.notsentLowatBytes : `off (${perSocket.unavailable})`}`,
 );
 const f = await runCrowd({
   clients,

@@ -38,6 +38,7 @@ import { lookupVariant, serveHit } from './hit.js';
 import type { RenderOptions } from './options.js';
 import { parseRoute } from './options.js';
 import { splitPath, verifySignature } from './signature.js';
+import { tuneSocket } from './socketTuning.js';
 import { TurnBudget } from './turns.js';
 
 /** Slack past `AP_RENDER_TIMEOUT` before a silent subscription is given up on. */
@@ -654,6 +655,8 @@ async function deliver(
 
   const startStreaming = () => {
     if (res.headersSent) return;
+    // A render's listeners share its chunks; the kernel must not copy megabytes per slow one.
+    if (res.socket) tuneSocket(res.socket);
     res.writeHead(200, { ...headers, 'x-audio-proxy': cacheStatus, ...x.cors });
     phase = 'streaming';
   };
