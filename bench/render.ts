@@ -96,6 +96,41 @@ async function twoAtATime<T>(jobs: Array<() => Promise<T>>): Promise<void> {
   await Promise.all([lane(), lane()]);
 }
 
+/** The variant P2 and P2' coalesce (a 60 s opus encode, ~0.8 s of ffmpeg). */
+const P2_VARIANT = '/insecure/f:opus/br:96';
+
+/** A proxy over `root` with two slots and room for 64 waiters; `env` adds to its config. */
+async function startProxy(root: string, env: Record<string, string> = {}) {
+  const config = loadConfig({
+    AP_LOCAL_ROOT: root,
+    AP_ALLOW_INSECURE: '1',
+    AP_MAX_CONCURRENCY: '2',
+    AP_QUEUE_SIZE: '64',
+    AP_LOG_LEVEL: 'error',
+    ...env,
+  });
+  const proxy = await createAudioProxy({ config, logger: pino({ level: 'silent' }) });
+  const { url } = await proxy.listen({
+    host: '127.0.0.1',
+    port: 0,
+    metricsHost: '127.0.0.1',
+    metricsPort: 0,
+  });
+  return { proxy, url };
+}
+
+/** One P2 round: the variant alone, then 64 identical requests for a fresh key. */
+async function p2Round(url: string, tag: string): Promise<{ oneMs: number; allMs: number }> {
+  const oneMs = (await fetchTimed(url, `${P2_VARIANT}/cb:one-${tag}/plain/local://in.wav`)).totalMs;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: 64 }, () =>
+      fetchTimed(url, `${P2_VARIANT}/cb:many-${tag}/plain/local://in.wav`),
+    ),
+  );
+  return { oneMs, allMs: performance.now() - t0 };
+}
+
 /** Pins every thread of this process (workers started later inherit it) to `cpus`. */
 function pinSelf(cpus: string): void {
   execFileSync('taskset', ['-a', '-p', '-c', cpus, String(process.pid)], { stdio: 'ignore' });
@@ -125,35 +160,14 @@ async function pinnedP2(
   chmodSync(wrapper, 0o755);
   pinSelf('0');
   try {
-    const config = loadConfig({
-      AP_LOCAL_ROOT: root,
-      AP_ALLOW_INSECURE: '1',
-      AP_MAX_CONCURRENCY: '2',
-      AP_QUEUE_SIZE: '64',
-      AP_LOG_LEVEL: 'error',
-      AP_FFMPEG_PATH: wrapper,
-    });
-    const proxy = await createAudioProxy({ config, logger: pino({ level: 'silent' }) });
-    const { url } = await proxy.listen({
-      host: '127.0.0.1',
-      port: 0,
-      metricsHost: '127.0.0.1',
-      metricsPort: 0,
-    });
+    const { proxy, url } = await startProxy(root, { AP_FFMPEG_PATH: wrapper });
     const all: number[] = [];
     const one: number[] = [];
-    const variant = '/insecure/f:opus/br:96';
-    await fetchTimed(url, `${variant}/cb:pin-warm/plain/local://in.wav`);
+    await fetchTimed(url, `${P2_VARIANT}/cb:pin-warm/plain/local://in.wav`);
     for (let round = 0; round < rounds; round++) {
-      const tag = `pin${round}-${Date.now()}`;
-      one.push((await fetchTimed(url, `${variant}/cb:one-${tag}/plain/local://in.wav`)).totalMs);
-      const t0 = performance.now();
-      await Promise.all(
-        Array.from({ length: 64 }, () =>
-          fetchTimed(url, `${variant}/cb:many-${tag}/plain/local://in.wav`),
-        ),
-      );
-      all.push(performance.now() - t0);
+      const r = await p2Round(url, `pin${round}-${Date.now()}`);
+      one.push(r.oneMs);
+      all.push(r.allMs);
       process.stderr.write(`pinned round ${round + 1}/${rounds} done\n`);
     }
     await proxy.close();
@@ -172,20 +186,7 @@ async function main() {
     ...['-f', 'lavfi', '-i', 'sine=frequency=660:sample_rate=44100:duration=60'],
     ...['-filter_complex', 'amerge=inputs=2', '-c:a', 'pcm_s16le', source],
   ]);
-  const config = loadConfig({
-    AP_LOCAL_ROOT: root,
-    AP_ALLOW_INSECURE: '1',
-    AP_MAX_CONCURRENCY: '2',
-    AP_QUEUE_SIZE: '64',
-    AP_LOG_LEVEL: 'error',
-  });
-  const proxy = await createAudioProxy({ config, logger: pino({ level: 'silent' }) });
-  const { url } = await proxy.listen({
-    host: '127.0.0.1',
-    port: 0,
-    metricsHost: '127.0.0.1',
-    metricsPort: 0,
-  });
+  const { proxy, url } = await startProxy(root);
 
   const argvOf = (variant: string) => {
     const route = parseRoute(`/${variant}/plain/local://in.wav`);
@@ -223,15 +224,9 @@ async function main() {
     );
     p1Proxy.push(performance.now() - t0);
     // P2: one request alone, then 64 identical
-    const one = await fetchTimed(url, `/insecure/f:opus/br:96/cb:one-${tag}/plain/local://in.wav`);
-    p2One.push(one.totalMs);
-    t0 = performance.now();
-    await Promise.all(
-      Array.from({ length: 64 }, () =>
-        fetchTimed(url, `/insecure/f:opus/br:96/cb:many-${tag}/plain/local://in.wav`),
-      ),
-    );
-    p2All.push(performance.now() - t0);
+    const p2 = await p2Round(url, tag);
+    p2One.push(p2.oneMs);
+    p2All.push(p2.allMs);
     // P7: first byte, mp3 to a pipe
     const direct = await runDirect(argvOf('f:mp3/br:128'));
     ttfbDirect.push(direct.firstOutputMs);

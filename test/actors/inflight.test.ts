@@ -4,16 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { InFlight } from '../../src/actors/inflight.js';
-
-function deferred<T>() {
-  let resolve!: (v: T) => void;
-  let reject!: (e: unknown) => void;
-  const promise = new Promise<T>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  return { promise, resolve, reject };
-}
+import { deferred } from '../machines/processSupervisor.fixtures.js';
 
 describe('InFlight', () => {
   it('shares one running operation per key and forgets it when it settles', async () => {
