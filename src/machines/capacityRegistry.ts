@@ -52,15 +52,8 @@ export type CapacityRegistryEvent =
   | ({ type: 'stats' } & CallEnvelope)
   | { type: 'close' };
 
-export interface CapacityRegistryContext {
-  readonly reserved: number;
-  readonly committed: number;
-  readonly selections: number;
-  readonly refusals: number;
-  readonly errors: number;
-  readonly lost: number;
-  readonly lastError: RegistryStats['lastError'];
-}
+/** The counters `stats` answers with; its `state` is the chart's own state, not context. */
+export type CapacityRegistryContext = Omit<RegistryStats, 'state'>;
 
 export type CapacityRegistryEmitted =
   | { type: 'state'; state: RegistryState }
