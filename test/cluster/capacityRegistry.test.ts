@@ -80,6 +80,24 @@ function world(): World {
   };
 }
 
+/** One node `a` with one slot and a registry on the real clock with the given short leases. */
+async function realClockSlot(leases: {
+  holdLeaseMs?: number;
+  reservationLeaseMs?: number;
+}): Promise<CapacityRegistry> {
+  const prefix = freshPrefix();
+  const member = createMembership({
+    url: server.url,
+    prefix,
+    node: { id: 'a', url: 'http://a.test', capacity: 1 },
+  });
+  open.push(member);
+  await member.start();
+  const registry = createCapacityRegistry({ url: server.url, prefix, ...leases });
+  open.push({ stop: () => registry.close() });
+  return registry;
+}
+
 const workerOf = (r: Reservation | null) => r?.worker.id ?? null;
 
 async function heldOn(registry: CapacityRegistry, id: string): Promise<number | undefined> {
@@ -303,20 +321,7 @@ describe('reservations', () => {
   });
 
   it('committed holds are renewed in the background (real clock, short lease)', async () => {
-    const w = world();
-    const member = createMembership({
-      url: server.url,
-      prefix: w.prefix,
-      node: { id: 'a', url: 'http://a.test', capacity: 1 },
-    });
-    open.push(member);
-    await member.start();
-    const registry = createCapacityRegistry({
-      url: server.url,
-      prefix: w.prefix,
-      holdLeaseMs: 300,
-    });
-    open.push({ stop: () => registry.close() });
+    const registry = await realClockSlot({ holdLeaseMs: 300 });
     const r = (await registry.reserve('a'))!;
     await r.commit();
     await new Promise((resolve) => setTimeout(resolve, 1_000)); // three leases
@@ -416,20 +421,7 @@ describe('waiting for a slot', () => {
   });
 
   it('a waiter also wakes when a held slot lapses (real clock, short lease)', async () => {
-    const w = world();
-    const member = createMembership({
-      url: server.url,
-      prefix: w.prefix,
-      node: { id: 'a', url: 'http://a.test', capacity: 1 },
-    });
-    open.push(member);
-    await member.start();
-    const registry = createCapacityRegistry({
-      url: server.url,
-      prefix: w.prefix,
-      reservationLeaseMs: 200,
-    });
-    open.push({ stop: () => registry.close() });
+    const registry = await realClockSlot({ reservationLeaseMs: 200 });
     await registry.reserve('a'); // never released: lapses after 200 ms
     const got = await registry.selectAndReserve('render', { waitMs: 10_000 });
     expect(workerOf(got)).toBe('a');
