@@ -26,6 +26,8 @@
  *   state cancels both, so a stale verdict cannot restart a fresh process.
  * - *Stop during start*: `start` cannot be cancelled, so a shutdown waits for it to settle and
  *   then stops whatever it produced; it never races a start with a stop.
+ * - *Acquire after a stop request, mid-restart*: it joins `waiters`; if stopping the old process
+ *   then ends the run (straight to `stopped`), `stopped`'s entry refuses it with `stopping`.
  *
  * ## Events
  * | Event | Fields | Answer |
@@ -653,7 +655,13 @@ export const processSupervisorMachine = setup({
       },
     },
     stopped: {
-      entry: [{ type: 'publish', params: { to: 'stopped' } }, 'answerStoppers'],
+      // A stop requested while an old incarnation was being stopped for a restart comes here
+      // without passing `stopping`: a waiter that joined after the request is refused here.
+      entry: [
+        { type: 'publish', params: { to: 'stopped' } },
+        { type: 'failWaiters', params: { reason: 'stopping' } },
+        'answerStoppers',
+      ],
       on: {
         acquire: { actions: { type: 'refuse', params: { reason: 'stopping' } } },
         restart: { actions: 'declineRestart' },

@@ -140,6 +140,25 @@ describe('first start', () => {
     expect(supervisorStats(actor)).toMatchObject({ state: 'running', restarts: 0, healthy: true });
   });
 
+  test('a task that asks after a shutdown began, mid-retry, is refused when the stop ends', async () => {
+    // Found by the property test: [acquire, start fails, acquire, shutdown, acquire].
+    const { fake, actor } = rig();
+    const first = runSupervised(actor, async () => 'ran');
+    await flush();
+    fake.starts[0].reject(new Error('no threads'));
+    await expect(first).rejects.toMatchObject({ code: 'ERR_SUPERVISOR_START_FAILED' });
+    const retry = runSupervised(actor, async () => 'ran'); // failed -> restarting.stoppingOld
+    await flush();
+    const stopped = stopSupervisor(actor, { timeoutMs: Number.POSITIVE_INFINITY });
+    await expect(retry).rejects.toMatchObject({ code: 'ERR_SUPERVISOR_STOPPING' });
+    const late = runSupervised(actor, async () => 'ran'); // joins waiters after the request
+    await flush();
+    fake.stops[0].resolve(); // the old incarnation is gone: straight to `stopped`
+    await expect(late).rejects.toMatchObject({ code: 'ERR_SUPERVISOR_STOPPING' });
+    expect(await stopped).toMatchObject({ type: 'stopped' });
+    expect(supervisorStats(actor)).toMatchObject({ state: 'stopped', waiting: 0 });
+  });
+
   test('a task withdrawn while the start is pending is forgotten', async () => {
     const { fake, actor } = rig();
     const abort = new AbortController();
