@@ -37,7 +37,7 @@
  * | `stop({drainMs})` | refuses new tasks, waits for running ones, then destroys threads |
  * | `destroy()` | terminates every thread now; running tasks reject |
  */
-import type { TransferListItem, Worker } from 'node:worker_threads';
+import { Worker as NodeWorker, type TransferListItem, type Worker } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 
 /** Threads beyond `size`, reserved for health round trips. */
@@ -116,14 +116,27 @@ function defaultTaskModule(): URL {
   return new URL(SELF_IS_TS ? './renderTask.ts' : './renderTask.js', import.meta.url);
 }
 
+/** Whether a worker thread accepts these execArgv tokens (Node validates them synchronously). */
+function workerAccepts(tokens: readonly string[]): boolean {
+  try {
+    void new NodeWorker('', { eval: true, execArgv: [...tokens] }).terminate();
+    return true;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ERR_WORKER_INVALID_EXEC_ARGV') return false;
+    throw error;
+  }
+}
+
 /**
- * The parent's execArgv minus tsx's own loader flags. Under `tsx`, workers would inherit a loader
- * that cannot load `.ts` in a worker anyway and costs ~1 s per thread on top of the shim's
- * `register()`; other flags (--inspect, --conditions, …) are kept.
+ * The parent's execArgv minus tsx's own loader flags and minus V8 flags. Under `tsx`, workers
+ * would inherit a loader that cannot load `.ts` in a worker anyway and costs ~1 s per thread on
+ * top of the shim's `register()`. V8 flags (`--max-semi-space-size`, `--trace-gc`, …) are
+ * process-wide, so a worker already runs under them, and Node refuses a worker that restates
+ * them (`ERR_WORKER_INVALID_EXEC_ARGV`), which would fail the pool's start. Other flags
+ * (--inspect, --conditions, …) are kept.
  */
-function workerExecArgv(): string[] {
+export function workerExecArgv(args: readonly string[] = process.execArgv): string[] {
   const kept: string[] = [];
-  const args = process.execArgv;
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
     const takesValue =
@@ -133,7 +146,13 @@ function workerExecArgv(): string[] {
       continue;
     }
     if (/^--(require|import|loader)=.*[\\/]tsx[\\/]/.test(arg)) continue;
-    kept.push(arg);
+    // A flag and the bare values that follow it (`--conditions dev`) are judged together;
+    // preloads are kept unjudged (a probe worker would run them).
+    const group = [arg];
+    while (i + 1 < args.length && !args[i + 1]!.startsWith('-')) group.push(args[++i]!);
+    if (takesValue || /^--(require|import|loader|experimental-loader)=/.test(arg))
+      kept.push(...group);
+    else if (workerAccepts(group)) kept.push(...group);
   }
   return kept;
 }

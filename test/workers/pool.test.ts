@@ -5,7 +5,12 @@
 // a task module that throws at load makes the pool unhealthy instead of hanging; stop drains.
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { isAlive } from '../../src/workers/liveness.js';
-import { createWorkerPool, PoolError, type WorkerPool } from '../../src/workers/pool.js';
+import {
+  createWorkerPool,
+  PoolError,
+  type WorkerPool,
+  workerExecArgv,
+} from '../../src/workers/pool.js';
 import {
   CANCEL_CONFIRM_MS,
   runProbe,
@@ -268,5 +273,31 @@ describe('probe through a worker', () => {
     setTimeout(() => abort.abort(), 100);
     expect(await pending).toMatchObject({ type: 'error', class: 'cancelled' });
     expect(pool.inFlight).toBe(0);
+  });
+});
+
+describe('workerExecArgv', () => {
+  it('drops tsx loaders and V8 flags a worker would refuse, keeps the rest in order', () => {
+    expect(
+      workerExecArgv([
+        '--max-semi-space-size=2',
+        '--enable-source-maps',
+        '--import',
+        '/repo/node_modules/tsx/dist/esm/index.mjs',
+        '--trace-gc',
+        '--conditions',
+        'development',
+        '--import=./other.mjs',
+        '--stack-size',
+        '2000',
+        '--no-warnings',
+      ]),
+    ).toEqual([
+      '--enable-source-maps',
+      '--conditions',
+      'development',
+      '--import=./other.mjs',
+      '--no-warnings',
+    ]);
   });
 });
