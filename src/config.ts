@@ -51,6 +51,10 @@ export const DEFAULT_MAX_SRC_BYTES = 2_000_000_000;
 export const DEFAULT_RENDER_TIMEOUT_S = 300;
 /** ffprobe limit, in seconds; a probe reads headers only, so a slow one is a broken source. */
 export const DEFAULT_PROBE_TIMEOUT_S = 10;
+/** Niceness of every ffmpeg and ffprobe child: encodes yield the CPU to the event loop. */
+export const DEFAULT_FFMPEG_NICE = 10;
+/** The weakest niceness Linux knows. */
+export const MAX_NICE = 19;
 /** Presigned redirect lifetime, in seconds; the URL serves one playback and is `no-store`. */
 export const DEFAULT_PRESIGN_TTL_S = 300;
 /** The unsigned scrape endpoint's bind; loopback, because the bind is its only access control. */
@@ -210,6 +214,8 @@ export interface Config {
   /** In-memory bound for hot variant bodies served as HITs; 0 = off. @default 64 MiB */
   readonly hitCacheBytes: number;
   /** Absolute path of an ffmpeg executable. @default undefined (PATH, then the npm binary) */
+  /** Niceness (0–19) every ffmpeg and ffprobe child runs at. */
+  readonly ffmpegNice: number;
   readonly ffmpegPath: string | undefined;
   /** Absolute path of an ffprobe executable. @default undefined (PATH, then the npm binary) */
   readonly ffprobePath: string | undefined;
@@ -250,6 +256,7 @@ const RULE = {
   redisUrl: '`redis://[user:password@]host[:port][/db]` or `rediss://…` (TLS)',
   clusterName: `1 to ${MAX_CLUSTER_NAME_CHARS} characters from \`A-Z a-z 0-9 . _ : @ -\``,
   leaseMs: `an integer from ${MIN_CLUSTER_LEASE_MS} to ${MAX_CLUSTER_LEASE_MS} (milliseconds, digits only)`,
+  nice: `an integer from 0 to ${MAX_NICE} (digits only)`,
   enum: (allowed: readonly string[]) => `one of ${allowed.map((a) => `\`${a}\``).join(', ')}`,
 } as const;
 
@@ -567,6 +574,13 @@ export const CONFIG_VARIABLES = [
     doc: 'The ffmpeg used for renders.',
   },
   {
+    name: 'AP_FFMPEG_NICE',
+    section: S_BIN,
+    default: `\`${DEFAULT_FFMPEG_NICE}\``,
+    rule: RULE.nice,
+    doc: "Niceness of every ffmpeg and ffprobe the proxy starts. Encodes are batch work: when they and the event loop want the same CPU, the loop (every response, `/health`) goes first. `0` runs them at the proxy's own priority.",
+  },
+  {
     name: 'AP_FFPROBE_PATH',
     section: S_BIN,
     default: 'unset: `ffprobe` on PATH, else the npm-installed binary',
@@ -795,6 +809,7 @@ const INTEGER_KINDS = {
   timeout: { min: 1, max: MAX_TIMEOUT_S, rule: RULE.timeout },
   presignTtl: { min: 1, max: MAX_PRESIGN_TTL_S, rule: RULE.presignTtl },
   leaseMs: { min: MIN_CLUSTER_LEASE_MS, max: MAX_CLUSTER_LEASE_MS, rule: RULE.leaseMs },
+  nice: { min: 0, max: MAX_NICE, rule: RULE.nice },
 } as const;
 type IntegerKind = keyof typeof INTEGER_KINDS;
 
@@ -1359,6 +1374,7 @@ export function loadConfig(env: Env, opts: LoadConfigOptions = {}): Config {
     'positive',
   );
   const hitCacheBytes = integer(ld, 'AP_HIT_CACHE_BYTES', DEFAULT_HIT_CACHE_BYTES, 'nonNegative');
+  const ffmpegNice = integer(ld, 'AP_FFMPEG_NICE', DEFAULT_FFMPEG_NICE, 'nice');
   const ffmpegPath = executable(ld, 'AP_FFMPEG_PATH');
   const ffprobePath = executable(ld, 'AP_FFPROBE_PATH');
   const clusterRedisUrl = redisUrl(ld, 'AP_CLUSTER_REDIS_URL');
@@ -1444,6 +1460,7 @@ export function loadConfig(env: Env, opts: LoadConfigOptions = {}): Config {
     waitingRoomHeartbeatS,
     waitingRoomMaxLength,
     hitCacheBytes,
+    ffmpegNice,
     ffmpegPath,
     ffprobePath,
     clusterRedisUrl,

@@ -247,6 +247,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
         executable: ffprobe.path,
         argv: buildProbeArgv(input.input),
         timeoutMs: c.probeTimeoutS * 1000,
+        nice: c.ffmpegNice,
       },
       { signal },
     );
@@ -612,7 +613,11 @@ function renderInputFor(
 ) {
   const { options, source, media } = request;
   const input = { ...source.input, ...media };
-  const spec = { executable: ffmpegPath, timeoutMs: config.renderTimeoutS * 1000 };
+  const spec = {
+    executable: ffmpegPath,
+    timeoutMs: config.renderTimeoutS * 1000,
+    nice: config.ffmpegNice,
+  };
   if (options.format !== 'peaks') {
     return { spec: { ...spec, argv: buildRenderArgv(options, input) }, pool };
   }

@@ -137,6 +137,7 @@ describe('defaults', () => {
     waitingRoomHeartbeatS: 30,
     waitingRoomMaxLength: 100,
     hitCacheBytes: 64 * 1024 * 1024,
+    ffmpegNice: 10,
     ffmpegPath: undefined,
     ffprobePath: undefined,
     clusterRedisUrl: undefined,
@@ -250,6 +251,16 @@ describe('integers', () => {
   ] as const)('%s accepts up to %i and refuses one more', (name, max) => {
     expect(load({ [name]: String(max) })[fields[name]]).toBe(max);
     expect(problem({ [name]: String(max + 1) })).toContain(name);
+  });
+
+  it('AP_FFMPEG_NICE takes 0 to 19, the niceness Linux knows', () => {
+    expect(load({ AP_FFMPEG_NICE: '0' }).ffmpegNice).toBe(0);
+    expect(load({ AP_FFMPEG_NICE: '19' }).ffmpegNice).toBe(19);
+    for (const value of ['20', '-5', '1.5', 'low']) {
+      const message = problem({ AP_FFMPEG_NICE: value });
+      expect(message).toContain('AP_FFMPEG_NICE');
+      expect(message).toContain('an integer from 0 to 19');
+    }
   });
 
   it('the timeout ceiling keeps every derived deadline (+3 s) inside a Node timer', () => {
@@ -936,6 +947,7 @@ describe('one rejected value per variable', () => {
     AP_WAITING_ROOM_HEARTBEAT_SECONDS: { AP_WAITING_ROOM_HEARTBEAT_SECONDS: 'x' },
     AP_WAITING_ROOM_MAX_LENGTH: { AP_WAITING_ROOM_MAX_LENGTH: '0' },
     AP_HIT_CACHE_BYTES: { AP_HIT_CACHE_BYTES: '64MiB' },
+    AP_FFMPEG_NICE: { AP_FFMPEG_NICE: '20' },
     AP_FFMPEG_PATH: { AP_FFMPEG_PATH: '/nope/ffmpeg' },
     AP_FFPROBE_PATH: { AP_FFPROBE_PATH: '/nope/ffprobe' },
     AP_CLUSTER_REDIS_URL: { AP_CLUSTER_REDIS_URL: 'http://redis:6379' },

@@ -145,6 +145,7 @@ class TaskClient<O extends { type: string }> implements TaskHandle {
       argv: [...spec.argv],
       timeoutMs: spec.timeoutMs,
       ...(spec.maxBytes !== undefined ? { maxBytes: spec.maxBytes } : {}),
+      ...(spec.nice !== undefined ? { nice: spec.nice } : {}),
       ...(spec.peaks !== undefined ? { peaks: spec.peaks } : {}),
       ...(spec.batchBytes !== undefined ? { batchBytes: spec.batchBytes } : {}),
       ...(spec.flushMs !== undefined ? { flushMs: spec.flushMs } : {}),

@@ -38,6 +38,7 @@
  * | `control.cancel` | | kill (TERM, grace, KILL); resolves once ffmpeg is reaped |
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { setPriority } from 'node:os';
 import type { MessagePort } from 'node:worker_threads';
 import * as Comlink from 'comlink';
 import nodeEndpoint from 'comlink/dist/esm/node-adapter.mjs';
@@ -71,6 +72,11 @@ export interface ProcessSpec {
   readonly timeoutMs: number;
   /** Output beyond this many bytes fails the task (`render_failed`). */
   readonly maxBytes?: number;
+  /**
+   * Niceness to run the process at (`AP_FFMPEG_NICE`), set right after the spawn; 0 or absent
+   * leaves it at the proxy's own. Encodes are batch work, the event loop serves every client.
+   */
+  readonly nice?: number;
 }
 
 /** Reduce ffmpeg's s16le PCM to waveform peaks in this thread; the output is one chunk. */
@@ -231,6 +237,13 @@ abstract class ProcessRun<O> {
       stdio: ['ignore', 'pipe', 'pipe'],
       windowsHide: true,
     });
+    if (spec.nice && this.child.pid !== undefined) {
+      // Raising one's own child's niceness needs no privilege; the process may already be gone
+      // (ESRCH), and then there is nothing left to lower.
+      try {
+        setPriority(this.child.pid, spec.nice);
+      } catch {}
+    }
     this.#deadline = setTimeout(() => {
       this.#deadline = null;
       this.halt({ class: 'timeout', detail: `ffmpeg ran longer than ${spec.timeoutMs} ms` });

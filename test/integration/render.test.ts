@@ -5,7 +5,7 @@
  * byte-identical bodies, and that a render nobody wants any more is killed.
  */
 import { execFileSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -291,5 +291,31 @@ describe('/health, /ready and /metrics', () => {
     expect(stats).toBeDefined();
     for (const pid of await h.spawns()) expect(isAlive(pid)).toBe(false);
     expect(h.proxy.pools.render.queueSize).toBe(0);
+  });
+});
+
+describe('AP_FFMPEG_NICE', () => {
+  it('every ffmpeg the proxy starts runs at the configured niceness', async () => {
+    // The target records the niceness it runs at (after a pause, so the proxy's setpriority right
+    // after the spawn has happened), then execs the real ffmpeg: the render itself is real.
+    const dir = mkdtempSync(join(tmpdir(), 'ap-nice-'));
+    const record = join(dir, 'nice.txt');
+    const target = join(dir, 'nice-then-ffmpeg');
+    writeFileSync(
+      target,
+      `#!/bin/sh\nsleep 0.2\ncut -d' ' -f19 /proc/$$/stat >> '${record}'\nexec '${ffmpeg}' "$@"\n`,
+    );
+    chmodSync(target, 0o755);
+    const niced = await startHarness({ AP_FFMPEG_NICE: '13' }, { ffmpegTarget: target });
+    try {
+      const r = await get(niced.url, '/insecure/f:mp3/t:0:1/plain/local://stereo.wav');
+      expect(r.status).toBe(200);
+      expect(r.complete).toBe(true);
+      expect(decodedSeconds(r.body)).toBeCloseTo(1, 1);
+      expect(readFileSync(record, 'utf8').trim().split('\n')).toEqual(['13']);
+    } finally {
+      await niced.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

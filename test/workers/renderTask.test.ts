@@ -4,6 +4,7 @@
 // whatever stderr says, the 1 MiB window holds back output and `done` until acks come, the
 // timeout and cancel kill with TERM → 2 s → KILL and settle only after the reap, and the probe
 // task returns ffprobe's stdout under its own bounds. No ffmpeg outlives its test.
+import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { PeaksReducer } from '../../src/workers/peaks.js';
 import {
@@ -44,6 +45,26 @@ describe('render task: real ffmpeg', () => {
     // Batching: fewer messages than ffmpeg's ~800-byte pipe reads would have made.
     expect(run.chunks.length).toBeLessThan(expected.length / 800);
     expectReaped(pid);
+  });
+
+  it('runs ffmpeg at the niceness it is given, and at the proxy\'s own without one', async () => {
+    const niceOf = (pid: number) => {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
+    };
+    const own = niceOf(process.pid);
+    // -re: one second of sine in real time, so the process is alive when it is looked at.
+    const argv = ['-hide_banner', '-re', '-f', 'lavfi', '-i', 'sine=d=1', '-f', 'mp3', 'pipe:1'];
+    for (const [nice, expected] of [
+      [7, 7],
+      [0, own],
+      [undefined, own],
+    ] as const) {
+      const run = renderInThread({ executable: 'ffmpeg', argv, timeoutMs: LONG_MS, nice });
+      const pid = await run.pid();
+      expect(niceOf(pid)).toBe(expected);
+      expect(await run.result).toMatchObject({ type: 'done', exitStatus: 0 });
+    }
   });
 
   it('classifies a missing input file as not_found', async () => {
