@@ -9,8 +9,10 @@
  *   table) and the `queued` measurement of every telemetry event; never inferred from answers.
  * - The clients run in a child process, so the proxy's event loop serves the burst and the health
  *   probes but does none of the clients' work; the health figures are the proxy's.
- * - Health probes keep one connection alive, opened before the burst, so a full accept backlog
- *   cannot delay them; each latency is request-start to last byte.
+ * - The health prober is a process of its own too (`healthProber.ts`), as an orchestrator's probe
+ *   is: in the proxy's process a probe would wait for the loop under test twice (to be served and
+ *   to read the answer). It keeps one connection alive, opened before the burst, so a full accept
+ *   backlog cannot delay it; each latency is request-start to last byte on its own clock.
  *
  * **Races**
  * - *A probe in flight when the burst ends*: the prober finishes it, then stops; the figures
@@ -22,12 +24,12 @@
  */
 import { spawn } from 'node:child_process';
 import diagnostics from 'node:diagnostics_channel';
-import { Agent, request } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { stats } from '../../src/actors/semaphoreClient.js';
 import { SEMAPHORE_CHANNELS, type TelemetryMessage } from '../../src/telemetry/channels.js';
 import { startHarness, waitFor } from '../integration/harness.js';
 import type { BurstClientSummary } from './burstClient.js';
+import type { HealthSample, HealthSamples } from './healthProber.js';
 
 /** The limits the issue names. */
 export const BURST_MAX_CONCURRENCY = 2;
@@ -100,24 +102,45 @@ export function summarize(samples: readonly number[]): LatencySummary {
   };
 }
 
-/**
- * One GET /health on the kept-alive agent: its latency in ms (null when it was not a 200), and
- * whether it had to open a new connection (which then queues behind the burst's accept backlog).
- */
-function timeHealth(base: URL, agent: Agent): Promise<{ ms: number | null; fresh: boolean }> {
-  const t0 = performance.now();
-  return new Promise((resolve) => {
-    const req = request({ host: base.hostname, port: base.port, path: '/health', agent }, (res) => {
-      const fresh = !req.reusedSocket;
-      res.resume();
-      res.on('end', () =>
-        resolve({ ms: res.statusCode === 200 ? performance.now() - t0 : null, fresh }),
-      );
-      res.on('error', () => resolve({ ms: null, fresh }));
-    });
-    req.on('error', () => resolve({ ms: null, fresh: !req.reusedSocket }));
-    req.end();
+/** A running `healthProber.ts` process: tell it the phase, collect its samples at the end. */
+interface Prober {
+  phase(phase: 'idle' | 'burst'): void;
+  stop(): Promise<HealthSamples>;
+  kill(): void;
+}
+
+async function startProber(base: string): Promise<Prober> {
+  const script = fileURLToPath(new URL('./healthProber.ts', import.meta.url));
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', script, base, String(HEALTH_INTERVAL_MS)],
+    { stdio: ['ignore', 'ignore', 'pipe', 'ipc'] },
+  );
+  let err = '';
+  child.stderr!.on('data', (c: Buffer) => {
+    err += c.toString('utf8');
   });
+  const messages: Array<(m: unknown) => void> = [];
+  child.on('message', (m) => messages.shift()?.(m));
+  const next = () =>
+    new Promise<unknown>((resolve, reject) => {
+      messages.push(resolve);
+      child.once('error', reject);
+      child.once('exit', (code) =>
+        reject(new Error(`health prober exited ${code} before answering: ${err.slice(-2000)}`)),
+      );
+    });
+  await next(); // `{ ready: true }`: it listens, so no phase message can be lost
+  const samples = next() as Promise<HealthSamples>;
+  samples.catch(() => {}); // observed by stop(); a kill after a failed run must not be unhandled
+  return {
+    phase: (phase) => child.send({ phase }),
+    stop: () => {
+      child.send({ phase: 'stop' });
+      return samples;
+    },
+    kill: () => child.kill('SIGKILL'),
+  };
 }
 
 function runClient(base: string, count: number, template: string): Promise<BurstClientSummary> {
@@ -160,7 +183,6 @@ export async function runBurst(options: BurstOptions): Promise<BurstReport> {
     AP_MAX_CONCURRENCY: String(BURST_MAX_CONCURRENCY),
     AP_QUEUE_SIZE: String(BURST_QUEUE_SIZE),
   });
-  const base = new URL(h.url);
   let maxDepthSnapshot = 0;
   let snapshots = 0;
   const subscription = h.proxy.actors.semaphore.subscribe((snapshot) => {
@@ -175,51 +197,21 @@ export async function runBurst(options: BurstOptions): Promise<BurstReport> {
     maxDepthTelemetry = Math.max(maxDepthTelemetry, queued);
   };
   for (const name of SEMAPHORE_CHANNELS) diagnostics.subscribe(name, onTelemetry);
-  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  const prober = await startProber(h.url);
   try {
-    // The health connection exists before the burst (and proves the proxy answers at all).
-    if ((await timeHealth(base, agent)).ms === null)
-      throw new Error('/health failed before the burst');
     // Baseline: the same probes against the idle proxy, in the same run, on the same machine.
-    const idle: number[] = [];
-    const idleEnd = performance.now() + IDLE_BASELINE_MS;
-    while (performance.now() < idleEnd) {
-      const started = performance.now();
-      const { ms } = await timeHealth(base, agent);
-      if (ms !== null) idle.push(ms);
-      const wait = HEALTH_INTERVAL_MS - (performance.now() - started);
-      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-    }
-    const latencies: number[] = [];
-    const slow: Array<{ atMs: number; ms: number; fresh: boolean }> = [];
-    const burstStart = performance.now();
-    let healthFailures = 0;
-    let freshConnections = 0;
-    let probing = true;
-    const prober = (async () => {
-      while (probing) {
-        const started = performance.now();
-        const { ms, fresh } = await timeHealth(base, agent);
-        if (fresh) freshConnections++;
-        if (ms === null) healthFailures++;
-        else {
-          latencies.push(ms);
-          if (ms > HEALTH_SLOW_MS) {
-            slow.push({ atMs: Math.round(started - burstStart), ms: Math.round(ms), fresh });
-          }
-        }
-        const wait = HEALTH_INTERVAL_MS - (performance.now() - started);
-        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-      }
-    })();
+    prober.phase('idle');
+    await new Promise((r) => setTimeout(r, IDLE_BASELINE_MS));
+    prober.phase('burst');
     log(`firing ${requests} simultaneous requests`);
     const client = await runClient(
       h.url,
       requests,
       '/insecure/f:mp3/t:0:0.5/cb:burst{i}/plain/local://stereo.wav',
     );
-    probing = false;
-    await prober;
+    const samples = await prober.stop();
+    if (!samples.idle.some((p) => p.ms !== null))
+      throw new Error('/health failed before the burst');
     log(`answered in ${client.elapsedMs} ms; waiting for the slots to drain`);
     await waitFor(async () => {
       const s = await stats(h.proxy.actors.semaphore);
@@ -228,6 +220,8 @@ export async function runBurst(options: BurstOptions): Promise<BurstReport> {
     const fiveXx = Object.entries(client.statuses)
       .filter(([status]) => Number(status) >= 500)
       .reduce((a, [, n]) => a + n, 0);
+    const answered = (list: readonly HealthSample[]) =>
+      list.flatMap((p) => (p.ms === null ? [] : [p.ms]));
     return {
       requests,
       client,
@@ -235,12 +229,21 @@ export async function runBurst(options: BurstOptions): Promise<BurstReport> {
       snapshots,
       maxDepthTelemetry,
       telemetryEvents,
-      health: { ...summarize(latencies), failures: healthFailures, freshConnections, slow },
-      idleHealth: summarize(idle),
+      health: {
+        ...summarize(answered(samples.burst)),
+        failures: samples.burst.filter((p) => p.ms === null).length,
+        freshConnections: samples.burst.filter((p) => p.fresh).length,
+        slow: samples.burst.flatMap((p) =>
+          p.ms !== null && p.ms > HEALTH_SLOW_MS
+            ? [{ atMs: p.atMs, ms: Math.round(p.ms), fresh: p.fresh }]
+            : [],
+        ),
+      },
+      idleHealth: summarize(answered(samples.idle)),
       fiveXx,
     };
   } finally {
-    agent.destroy();
+    prober.kill();
     subscription.unsubscribe();
     for (const name of SEMAPHORE_CHANNELS) diagnostics.unsubscribe(name, onTelemetry);
     await h.close();
