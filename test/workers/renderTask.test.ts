@@ -47,7 +47,7 @@ describe('render task: real ffmpeg', () => {
     expectReaped(pid);
   });
 
-  it('runs ffmpeg at the niceness it is given, and at the proxy\'s own without one', async () => {
+  it("runs ffmpeg at the niceness it is given, and at the proxy's own without one", async () => {
     const niceOf = (pid: number) => {
       const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
       return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
