@@ -12,7 +12,9 @@
  *      the scheduler slows ffmpeg whenever the fan-out runs on its core; pinned, the ratio shows
  *      what coalescing itself costs the render's critical path.
  *
- * Run: `npx tsx bench/render.ts [rounds]` (default 5). Needs ffmpeg on PATH.
+ * Run: `npx tsx bench/render.ts [rounds]` (default 5). Needs ffmpeg on PATH. The proxies run at
+ * the default `AP_FFMPEG_NICE` unless it is set in the environment (`AP_FFMPEG_NICE=0 npx tsx
+ * bench/render.ts` measures encoders at the proxy's own priority).
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs';
@@ -107,6 +109,8 @@ async function startProxy(root: string, env: Record<string, string> = {}) {
     AP_MAX_CONCURRENCY: '2',
     AP_QUEUE_SIZE: '64',
     AP_LOG_LEVEL: 'error',
+    // The one setting taken from the environment, so both sides of the trade-off can be measured.
+    ...(process.env.AP_FFMPEG_NICE ? { AP_FFMPEG_NICE: process.env.AP_FFMPEG_NICE } : {}),
     ...env,
   });
   const proxy = await createAudioProxy({ config, logger: pino({ level: 'silent' }) });
