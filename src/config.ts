@@ -213,9 +213,9 @@ export interface Config {
   readonly waitingRoomMaxLength: number;
   /** In-memory bound for hot variant bodies served as HITs; 0 = off. @default 64 MiB */
   readonly hitCacheBytes: number;
-  /** Absolute path of an ffmpeg executable. @default undefined (PATH, then the npm binary) */
-  /** Niceness (0–19) every ffmpeg and ffprobe child runs at. */
+  /** Niceness (0–19) every ffmpeg and ffprobe child runs at. @default 10 */
   readonly ffmpegNice: number;
+  /** Absolute path of an ffmpeg executable. @default undefined (PATH, then the npm binary) */
   readonly ffmpegPath: string | undefined;
   /** Absolute path of an ffprobe executable. @default undefined (PATH, then the npm binary) */
   readonly ffprobePath: string | undefined;

@@ -72,8 +72,11 @@ function assertPid(pid: number): void {
   }
 }
 
-/** The `/proc/<pid>/stat` fields after the command name, or null when unreadable. */
-function statFields(pid: number): string[] | null {
+/**
+ * The `/proc/<pid>/stat` fields after the command name (so `proc(5)` field N is index N − 3), or
+ * null when unreadable.
+ */
+export function statFields(pid: number): string[] | null {
   let text: string;
   try {
     text = readFileSync(`/proc/${pid}/stat`, 'latin1');

@@ -116,6 +116,9 @@ function defaultTaskModule(): URL {
   return new URL(SELF_IS_TS ? './renderTask.ts' : './renderTask.js', import.meta.url);
 }
 
+/** The process's own flags never change: judged once, not on every pool (re)start. */
+let ownExecArgv: string[] | undefined;
+
 /** Whether a worker thread accepts these execArgv tokens (Node validates them synchronously). */
 function workerAccepts(tokens: readonly string[]): boolean {
   try {
@@ -136,6 +139,7 @@ function workerAccepts(tokens: readonly string[]): boolean {
  * (--inspect, --conditions, …) are kept.
  */
 export function workerExecArgv(args: readonly string[] = process.execArgv): string[] {
+  if (args === process.execArgv && ownExecArgv) return ownExecArgv;
   const kept: string[] = [];
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
@@ -154,6 +158,7 @@ export function workerExecArgv(args: readonly string[] = process.execArgv): stri
       kept.push(...group);
     else if (workerAccepts(group)) kept.push(...group);
   }
+  if (args === process.execArgv) ownExecArgv = kept;
   return kept;
 }
 

@@ -4,8 +4,8 @@
 // whatever stderr says, the 1 MiB window holds back output and `done` until acks come, the
 // timeout and cancel kill with TERM → 2 s → KILL and settle only after the reap, and the probe
 // task returns ffprobe's stdout under its own bounds. No ffmpeg outlives its test.
-import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { statFields } from '../../src/workers/liveness.js';
 import { PeaksReducer } from '../../src/workers/peaks.js';
 import {
   BATCH_BYTES,
@@ -48,10 +48,7 @@ describe('render task: real ffmpeg', () => {
   });
 
   it("runs ffmpeg at the niceness it is given, and at the proxy's own without one", async () => {
-    const niceOf = (pid: number) => {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
-    };
+    const niceOf = (pid: number) => Number(statFields(pid)?.[19 - 3]); // proc(5) field 19
     const own = niceOf(process.pid);
     // -re: one second of sine in real time, so the process is alive when it is looked at.
     const argv = ['-hide_banner', '-re', '-f', 'lavfi', '-i', 'sine=d=1', '-f', 'mp3', 'pipe:1'];
