@@ -8,10 +8,10 @@
  * exactly what a kubelet's costs: one request on a kept-alive connection.
  *
  * **Protocol**: the prober sends `{ ready: true }` once it listens. Then (parent → prober)
- * `{ phase: 'idle' }` starts probing and tags samples as the idle
- * baseline; `{ phase: 'burst' }` tags later samples as the burst and restarts the clock the slow
- * probes are timed from; `{ phase: 'stop' }` finishes the probe in flight, sends one
- * `HealthSamples` message back and exits.
+ * `{ phase: 'idle' }` starts probing and tags samples as the idle baseline; `{ phase: 'burst' }`
+ * tags later samples as the burst (each phase restarts the clock a sample's `atMs` counts from);
+ * `{ phase: 'stop' }` finishes the probe in flight, sends one `HealthSamples` message back and
+ * exits.
  *
  * **Invariants**
  * - One connection, opened by the first probe and kept alive (`maxSockets: 1`), so a full accept
@@ -26,7 +26,7 @@
 import { Agent, request } from 'node:http';
 
 export interface HealthSample {
-  /** ms after the burst phase began (negative for idle samples). */
+  /** When the probe started, in ms after its phase (idle or burst) began. */
   readonly atMs: number;
   /** null when the answer was not a 200 or the request failed. */
   readonly ms: number | null;
@@ -66,11 +66,11 @@ async function main(): Promise<void> {
   const agent = new Agent({ keepAlive: true, maxSockets: 1 });
   const samples: HealthSamples = { idle: [], burst: [] };
   let phase: Phase | null = null;
-  let burstStart = 0;
+  let phaseStart = 0;
   let wake: (() => void) | null = null;
   process.on('message', (m: { phase: Phase }) => {
     phase = m.phase;
-    if (phase === 'burst') burstStart = performance.now();
+    if (phase !== 'stop') phaseStart = performance.now();
     wake?.();
   });
   process.send({ ready: true });
@@ -80,7 +80,7 @@ async function main(): Promise<void> {
     const started = performance.now();
     const { ms, fresh } = await probe(base, agent);
     (samples[current] as HealthSample[]).push({
-      atMs: Math.round(started - burstStart),
+      atMs: Math.round(started - phaseStart),
       ms,
       fresh,
     });
