@@ -19,8 +19,8 @@
  * - **An orphan never makes a listener wait.** A render whose listeners have all left while a
  *   store subscriber (the Tee, joined with `store: true`) stays is an *orphan*: it goes on only
  *   to fill the variant store. Becoming one tells the semaphore `orphaned`; a listener joining
- *   tells it `adopted`. While any request is queued for a slot, the semaphore answers an orphan's
- *   slot with `preempted`, and the orphan is cancelled: the Tee gets `error(cancelled)` and
+ *   tells it `adopted` (both casts). While a request waits that no free slot will serve, the
+ *   semaphore tells an orphan `preempted`, and the orphan is cancelled: the Tee gets `error(cancelled)` and
  *   discards its staging (nothing is stored), ffmpeg is killed, and the slot is released after
  *   the kill by the normal path, which grants the waiter. Cancelled rather than demoted: a
  *   render's slot is its running ffmpeg, so a demoted orphan would either keep its process (the
