@@ -14,6 +14,9 @@
  *   paths that bypass the chart's own release).
  * - *Join against a coordinator that is cancelling*: it answers `stopping`; the join is retried
  *   as a fresh start by the Registry.
+ * - *Preempted*: the slot id's inbox also carries the semaphore's `preempted` (the coordinator
+ *   had declared itself an orphan); it becomes `slot.preempted`, which the coordinator obeys only
+ *   while it is still an orphan.
  */
 
 import type { AnyActorRef } from 'xstate';
@@ -26,7 +29,7 @@ import {
   renderCoordinatorMachine,
   type SubscriberMessage,
 } from '../machines/renderCoordinator.js';
-import type { AdmissionClass, WaiterMessage } from '../machines/semaphore.js';
+import type { AdmissionClass, SlotMessage } from '../machines/semaphore.js';
 import { CallError, call, inbox } from './call.js';
 import { watchInto } from './monitor.js';
 import { Registry } from './registry.js';
@@ -144,16 +147,18 @@ export class RenderService {
     const { semaphore } = this.#opts;
     const slotId = `render-${++slotSeq}`;
     let coordinator: CoordinatorActor | null = null;
-    const early: WaiterMessage[] = [];
-    const forward = (message: WaiterMessage) => {
+    const early: SlotMessage[] = [];
+    const forward = (message: SlotMessage) => {
       const event =
         message.type === 'granted'
           ? ({ type: 'slot.granted' } as const)
-          : ({ type: 'slot.displaced', retryAfterS: message.retryAfterS } as const);
+          : message.type === 'preempted'
+            ? ({ type: 'slot.preempted' } as const)
+            : ({ type: 'slot.displaced', retryAfterS: message.retryAfterS } as const);
       if (coordinator) coordinator.send(event);
       else early.push(message);
     };
-    const offSlot = inbox<WaiterMessage>(semaphore, slotId, forward);
+    const offSlot = inbox<SlotMessage>(semaphore, slotId, forward);
     const cls = this.#opts.admissionClass;
     type Admission =
       | { type: 'granted' }

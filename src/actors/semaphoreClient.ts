@@ -13,6 +13,9 @@
  *   with the semaphore's entry), so deep queues cost memory in proportion, not in frames.
  * - **One in-flight `acquire` per id per semaphore**: a second one answers `already_held`
  *   without a round trip (the id is waiting or holding, and its inbox belongs to the first).
+ * - **`acquire` never sees `preempted`**: the semaphore sends it only to a holder that declared
+ *   itself `orphaned` (a render kept only for the store), and an `acquire`'s inbox is gone once
+ *   it holds. A caller that marks itself registers its own inbox (`renderService` does).
  *
  * ## Races
  * - *Grant after giving up*: a timeout or abort releases at once, but if it fires while the

@@ -13,6 +13,9 @@
  *   so a queued render every client left still stops with nothing stored.
  * - **From byte 0, no gap**: the tee's inbox is registered before its `join`; messages that
  *   arrive before the join's reply (which carries the backlog) are held and replayed after it.
+ * - **A tee listens for nobody**: it joins with `store: true`, so a render whose clients all
+ *   left is an orphan that yields its slot to a queued request (`machines/renderCoordinator.ts`);
+ *   the tee then gets `error(cancelled)` and its staging is discarded.
  * - **Both sides watch each other**: the coordinator gets `gone(teeId)` when the tee's actor
  *   ends (so a render nobody wants any more is cancelled), and the tee gets `coordinator.gone`
  *   when the coordinator ends without a terminal message.
@@ -166,7 +169,8 @@ export function attachTee(options: AttachTeeOptions): TeeHandle {
   actor.start();
   const unwatchCoordinator = watch(coordinator, () => deliver({ type: 'coordinator.gone' }));
   watchInto(coordinator, id, actor);
-  call<JoinReply>(coordinator, { type: 'join', id }).then(
+  // `store: true`: the tee keeps the render going for the store, never a slot from a listener.
+  call<JoinReply>(coordinator, { type: 'join', id, store: true }).then(
     (reply) => {
       const held = early ?? [];
       early = null;

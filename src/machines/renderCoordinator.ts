@@ -16,19 +16,33 @@
  * - **Backlog ≤ maxVariantBytes**: the chunk that crosses the cap is neither kept nor sent.
  * - **Fail ordering**: the key is unregistered first (`unregister` is emitted), then the failure
  *   is broadcast, so a request that sees the failure can start a fresh render at once.
+ * - **An orphan never makes a listener wait.** A render whose listeners have all left while a
+ *   store subscriber (the Tee, joined with `store: true`) stays is an *orphan*: it goes on only
+ *   to fill the variant store. Becoming one tells the semaphore `orphaned`; a listener joining
+ *   tells it `adopted` (both casts). While a request waits that no free slot will serve, the
+ *   semaphore tells an orphan `preempted`, and the orphan is cancelled: the Tee gets `error(cancelled)` and
+ *   discards its staging (nothing is stored), ffmpeg is killed, and the slot is released after
+ *   the kill by the normal path, which grants the waiter. Cancelled rather than demoted: a
+ *   render's slot is its running ffmpeg, so a demoted orphan would either keep its process (the
+ *   slot's cost) or have to be resumable (it is not); re-rendering on the next miss is the whole
+ *   price. Which orphan yields is the semaphore's choice (the last granted: least work lost).
  *
  * ## Races
  * - *Join vs. completion*: a joiner during the linger gets the whole backlog plus `done`.
  * - *Last subscriber leaves vs. render finishes*: either order ends in `stopped` with the slot
  *   released once; a `render.done` that arrives while cancelling counts as the confirmation.
  * - *Displaced while queued*: the semaphore already dropped our id, so nothing is released.
+ * - *Preempted vs. adopted*: a `slot.preempted` that finds a listener again (its `adopted` and
+ *   the preemption crossed) is ignored; the semaphore forgets the preemption on `adopted`.
+ *   One that arrives after the render ended (completed, cancelling) is ignored too.
  *
  * ## Events
  * | Event | From | Effect |
  * |---|---|---|
- * | `join(id)` call | subscriber | reply `{ state, backlog, info? }`; add id unless completed |
+ * | `join(id, store?)` call | subscriber | reply `{ state, backlog, info? }`; add id unless completed |
  * | `unsubscribe(id)` call / `gone(id)` | subscriber, monitor | remove; last one cancels |
  * | `slot.granted` / `slot.displaced` | semaphore inbox | start the render / fail with 429 |
+ * | `slot.preempted` | semaphore inbox | an orphan: cancel, nothing stored; otherwise ignored |
  * | `render.chunk/done/error` | Render child | append and broadcast / complete / fail |
  * | `shutdown` call | system | cancel whatever runs, release, stop; reply after |
  *
@@ -105,11 +119,13 @@ export interface RenderCoordinatorInput {
 type Envelope = { callId?: number; replyTo?: AnyActorRef };
 
 export type RenderCoordinatorEvent =
-  | ({ type: 'join'; id: string } & Envelope)
+  /** `store`: a subscriber that only fills the variant store (the Tee); it listens for nobody. */
+  | ({ type: 'join'; id: string; store?: boolean } & Envelope)
   | ({ type: 'unsubscribe'; id: string } & Envelope)
   | { type: 'gone'; id: string; reason?: unknown }
   | { type: 'slot.granted' }
   | { type: 'slot.displaced'; retryAfterS: number }
+  | { type: 'slot.preempted' }
   | { type: 'render.pid'; pid: number }
   | { type: 'render.chunk'; data: Buffer }
   | { type: 'render.done'; info?: { bytes?: number } }
@@ -136,6 +152,8 @@ export interface RenderCoordinatorContext {
   readonly maxVariantBytes: () => number;
   readonly renderInput: unknown;
   readonly subscribers: Set<string>;
+  /** The subscribers that joined with `store: true`: they never keep a slot from a listener. */
+  readonly storeSubscribers: Set<string>;
   readonly backlog: Buffer[];
   bytes: number;
   info: RenderInfo | null;
@@ -146,6 +164,12 @@ export interface RenderCoordinatorContext {
 
 function removeSubscriber(context: RenderCoordinatorContext, id: string): void {
   context.subscribers.delete(id);
+  context.storeSubscribers.delete(id);
+}
+
+/** Subscribers remain and every one of them is a store subscriber. */
+function isOrphan({ subscribers, storeSubscribers }: RenderCoordinatorContext): boolean {
+  return subscribers.size > 0 && subscribers.size === storeSubscribers.size;
 }
 
 function replyEvent(callId: number, payload: unknown) {
@@ -167,13 +191,29 @@ export const renderCoordinatorMachine = setup({
     admittedAtOnce: ({ context }) => context.admission === 'granted',
     isLastSubscriber: ({ context, event }) =>
       'id' in event && context.subscribers.has(event.id) && context.subscribers.size === 1,
+    /** The last listener leaves while a store subscriber stays: the render becomes an orphan. */
+    orphansRender: ({ context, event }) =>
+      'id' in event &&
+      context.subscribers.has(event.id) &&
+      !context.storeSubscribers.has(event.id) &&
+      context.subscribers.size - 1 === context.storeSubscribers.size &&
+      context.storeSubscribers.size > 0,
+    /** A listener joins an orphan. */
+    adoptsOrphan: ({ context, event }) =>
+      event.type === 'join' &&
+      event.store !== true &&
+      !context.subscribers.has(event.id) &&
+      isOrphan(context),
+    isOrphan: ({ context }) => isOrphan(context),
     overCap: ({ context, event }) =>
       event.type === 'render.chunk' &&
       context.bytes + event.data.length > context.maxVariantBytes(),
   },
   actions: {
     addSubscriber: ({ context, event }) => {
-      if (event.type === 'join') context.subscribers.add(event.id);
+      if (event.type !== 'join') return;
+      context.subscribers.add(event.id);
+      if (event.store === true) context.storeSubscribers.add(event.id);
     },
     removeSubscriber: ({ context, event }) => {
       if ('id' in event) removeSubscriber(context, event.id);
@@ -276,6 +316,14 @@ export const renderCoordinatorMachine = setup({
       ({ context }) => ({ type: 'release', id: context.slotId }),
     ),
     cancelRender: sendTo('render', { type: 'cancel' }),
+    tellOrphaned: sendTo(
+      ({ context }) => context.semaphore,
+      ({ context }) => ({ type: 'orphaned', id: context.slotId }),
+    ),
+    tellAdopted: sendTo(
+      ({ context }) => context.semaphore,
+      ({ context }) => ({ type: 'adopted', id: context.slotId }),
+    ),
     telemetry: emit(
       ({ context }, params: { event: 'rendering' | 'completed' | 'failed' | 'cancelled' }) => ({
         type: 'telemetry' as const,
@@ -297,6 +345,7 @@ export const renderCoordinatorMachine = setup({
     maxVariantBytes: input.maxVariantBytes,
     renderInput: input.renderInput,
     subscribers: new Set([input.firstSubscriber]),
+    storeSubscribers: new Set(),
     backlog: [],
     bytes: 0,
     info: null,
@@ -389,11 +438,39 @@ export const renderCoordinatorMachine = setup({
       states: {
         streaming: {
           on: {
-            join: {
+            join: [
+              {
+                guard: 'adoptsOrphan',
+                actions: [
+                  'notifyJoinerRendering',
+                  { type: 'replyJoin', params: { state: 'rendering' } },
+                  'addSubscriber',
+                  'tellAdopted',
+                ],
+              },
+              {
+                actions: [
+                  'notifyJoinerRendering',
+                  { type: 'replyJoin', params: { state: 'rendering' } },
+                  'addSubscriber',
+                ],
+              },
+            ],
+            // Only an orphan yields (see "An orphan never makes a listener wait").
+            'slot.preempted': {
+              guard: 'isOrphan',
+              target: 'cancelling',
               actions: [
-                'notifyJoinerRendering',
-                { type: 'replyJoin', params: { state: 'rendering' } },
-                'addSubscriber',
+                'unregister',
+                {
+                  type: 'broadcastFailure',
+                  params: {
+                    failure: {
+                      class: 'cancelled',
+                      detail: 'preempted: no listener left and a request is waiting for the slot',
+                    },
+                  },
+                },
               ],
             },
             'render.pid': { actions: 'recordPid' },
@@ -442,10 +519,12 @@ export const renderCoordinatorMachine = setup({
                 target: 'cancelling',
                 actions: ['removeSubscriber', 'park'],
               },
+              { guard: 'orphansRender', actions: ['removeSubscriber', 'replyOk', 'tellOrphaned'] },
               { actions: ['removeSubscriber', 'replyOk'] },
             ],
             gone: [
               { guard: 'isLastSubscriber', target: 'cancelling', actions: 'removeSubscriber' },
+              { guard: 'orphansRender', actions: ['removeSubscriber', 'tellOrphaned'] },
               { actions: 'removeSubscriber' },
             ],
             shutdown: {

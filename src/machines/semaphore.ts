@@ -12,6 +12,10 @@
  * - **`interactive` is never displaced**: a full queue gives an arrival the place of the newest
  *   waiter of the lowest class strictly below its own, or refuses it.
  * - **held/queued in every telemetry event are the values after that event.**
+ * - **An orphan never makes a waiter wait**: a holder marked `orphaned` (its render goes on only
+ *   for the variant store) is told `preempted` as soon as a waiter is queued that no free slot
+ *   and no earlier preemption will serve; at most one preemption per waiter is outstanding.
+ *   The preempted holder gives its slot back by the normal `release`, which grants the waiter.
  *
  * ## Races
  * - *Capacity raised while waiters queue*: a request first grants what the new limit owes the
@@ -20,6 +24,10 @@
  *   (`actors/semaphoreClient.ts`); releasing a holder frees the slot, so none leaks.
  * - *Holder or waiter goes away*: `gone` takes the branches of `release`; a displaced or
  *   released id is unknown afterwards, so a late `gone` for it changes nothing.
+ * - *Preempted, then adopted* (a listener joined the orphan while `preempted` was on its way):
+ *   `adopted` clears the marks and the next orphan, if any, is asked instead; the holder ignores
+ *   a `preempted` that finds it listened to. A holder that finishes instead of yielding just
+ *   releases: the waiter is granted all the same.
  * - *A reserved slot changes hands* (a waiting-room ticket's render claims it): `transfer` renames
  *   the holder or the waiter in place, so occupancy goes 1 → 1 and no arrival can take the slot
  *   between a release and a request. A `to` that already holds or waits is refused (`unknown`).
@@ -39,6 +47,7 @@
  * | `rejected` | `retry_after` (s, as answered) | the queue was full |
  * | `released` | `duration` (ms held) | a holder gave its slot back or went away |
  * | `displaced` | `retry_after` (s, as told to the victim) | a waiter lost its place to a higher class |
+ * | `preempted` | `duration` (ms the orphan had held) | an orphaned holder was told to yield to a waiter |
  * Metadata is `{ capacity, queueSize, class }`, `class` being whoever the event is about. An
  * event is built only when the `telemetry` input says someone wants it (default: always; the
  * proxy asks its diagnostics channels), so an unobserved step emits nothing but its replies.
@@ -94,6 +103,12 @@ export type WaiterMessage =
   | { readonly type: 'granted' }
   | { readonly type: 'displaced'; readonly retryAfterS: number };
 
+/** Sent through `notify` to a holder that declared itself `orphaned`: give the slot back. */
+export type HolderMessage = { readonly type: 'preempted' };
+
+/** Everything the semaphore notifies a slot id of. */
+export type SlotMessage = WaiterMessage | HolderMessage;
+
 export interface SemaphoreStats {
   readonly held: number;
   readonly queued: number;
@@ -109,7 +124,11 @@ export type SemaphoreEvent =
   | ({ type: 'retryAfter' } & CallEnvelope)
   | ({ type: 'stats' } & CallEnvelope)
   /** Reply `{ type: 'transferred', as: 'holder' | 'waiter' }`, or `{ type: 'unknown' }`. */
-  | ({ type: 'transfer'; from: string; to: string } & CallEnvelope);
+  | ({ type: 'transfer'; from: string; to: string } & CallEnvelope)
+  /** The holder now runs only for the store: it may be preempted for a waiter. Reply `ok`. */
+  | ({ type: 'orphaned'; id: string } & CallEnvelope)
+  /** The holder has a listener again: it is not to be preempted. Reply `ok`. */
+  | ({ type: 'adopted'; id: string } & CallEnvelope);
 
 export type SemaphoreTelemetryName =
   | 'acquired'
@@ -117,7 +136,8 @@ export type SemaphoreTelemetryName =
   | 'rejected'
   | 'released'
   | 'abandoned'
-  | 'displaced';
+  | 'displaced'
+  | 'preempted';
 
 export interface SemaphoreMeasurements {
   held: number;
@@ -142,10 +162,7 @@ export interface SemaphoreTelemetry {
   };
 }
 
-export type SemaphoreEmitted =
-  | ReplyEvent<unknown>
-  | NotifyEvent<WaiterMessage>
-  | SemaphoreTelemetry;
+export type SemaphoreEmitted = ReplyEvent<unknown> | NotifyEvent<SlotMessage> | SemaphoreTelemetry;
 
 const RANK: Readonly<Record<string, number>> = { interactive: 0, high: 1, normal: 2, low: 3 };
 const INTERACTIVE = 0;
@@ -158,6 +175,10 @@ export interface Slot {
   /** When it asked; equal to `grantedAt` for an immediate grant. */
   readonly queuedAt: number;
   grantedAt: number;
+  /** A holder running only for the store (`orphaned`): it may be preempted. */
+  yieldable: boolean;
+  /** A yieldable holder already told `preempted` (counted in `SlotTable.preempted`). */
+  preempted: boolean;
   prev: Slot | undefined;
   next: Slot | undefined;
 }
@@ -171,6 +192,9 @@ export class SlotTable {
   /** Newest waiter of each class, indexed by rank. */
   readonly tails: (Slot | undefined)[] = [undefined, undefined, undefined, undefined];
   readonly depths: number[] = [0, 0, 0, 0];
+  /** Holders marked yieldable, and how many of them were told `preempted`: O(1) checks. */
+  yieldable = 0;
+  preempted = 0;
   /** Ring of the last `HOLD_SAMPLES` hold durations (ms). */
   readonly samples = new Float64Array(HOLD_SAMPLES);
   sampleCount = 0;
@@ -197,6 +221,37 @@ export class SlotTable {
     slot.prev = slot.next = undefined;
     this.depths[slot.rank]!--;
     this.waiters.delete(slot.id);
+  }
+
+  /** Removes a holder, keeping the yieldable/preempted counts right. */
+  removeHolder(slot: Slot): void {
+    this.holders.delete(slot.id);
+    this.setYieldable(slot, false);
+  }
+
+  /** Marks or unmarks a holder as yieldable; unmarking also forgets a preemption sent to it. */
+  setYieldable(slot: Slot, yieldable: boolean): void {
+    if (slot.yieldable === yieldable) return;
+    slot.yieldable = yieldable;
+    this.yieldable += yieldable ? 1 : -1;
+    if (!yieldable && slot.preempted) {
+      slot.preempted = false;
+      this.preempted--;
+    }
+  }
+
+  /**
+   * The yieldable holder not yet preempted that was granted last: it has rendered the least,
+   * so cancelling it wastes the least work, and older orphans, nearer their commit, finish.
+   * O(capacity), and only called while some holder is yieldable.
+   */
+  preemptionVictim(): Slot | undefined {
+    let victim: Slot | undefined;
+    for (const slot of this.holders.values()) {
+      if (!slot.yieldable || slot.preempted) continue;
+      if (victim === undefined || slot.grantedAt >= victim.grantedAt) victim = slot;
+    }
+    return victim;
   }
 
   /**
@@ -266,6 +321,8 @@ export class SlotTable {
   clone(): SlotTable {
     const copy = new SlotTable();
     for (const [id, slot] of this.holders) copy.holders.set(id, { ...slot });
+    copy.yieldable = this.yieldable;
+    copy.preempted = this.preempted;
     for (let rank = INTERACTIVE; rank <= LOWEST; rank++) {
       for (let slot = this.heads[rank]; slot; slot = slot.next) copy.enqueue({ ...slot });
     }
@@ -381,6 +438,7 @@ const QUEUED: RequestOutcome = Object.freeze({ type: 'queued' });
 const ALREADY_HELD: RequestOutcome = Object.freeze({ type: 'already_held' });
 const OK = Object.freeze({ type: 'ok' as const });
 const GRANT_MESSAGE: WaiterMessage = Object.freeze({ type: 'granted' });
+const PREEMPT_MESSAGE: HolderMessage = Object.freeze({ type: 'preempted' });
 
 function rankOf(event: RequestEvent): number {
   if (event.class === undefined) return INTERACTIVE;
@@ -391,7 +449,16 @@ function rankOf(event: RequestEvent): number {
 }
 
 function newSlot(id: string, rank: number, now: number): Slot {
-  return { id, rank, queuedAt: now, grantedAt: now, prev: undefined, next: undefined };
+  return {
+    id,
+    rank,
+    queuedAt: now,
+    grantedAt: now,
+    yieldable: false,
+    preempted: false,
+    prev: undefined,
+    next: undefined,
+  };
 }
 
 /**
@@ -415,18 +482,42 @@ function grantWaiters(out: Outbox, { table, config }: SemaphoreContext): void {
   }
 }
 
-function enqueueWaiter(out: Outbox, { table, config }: SemaphoreContext, event: RequestEvent) {
+function enqueueWaiter(out: Outbox, context: SemaphoreContext, event: RequestEvent) {
+  const { table, config } = context;
   const slot = newSlot(event.id, rankOf(event), config.now());
   table.enqueue(slot);
   if (config.wants('queued')) out.emit(telemetry(table, limitsOf(config), 'queued', slot.rank));
   answer(out, event, QUEUED);
+  preemptOrphans(out, context);
+}
+
+/**
+ * Orphans yield: while more waiters queue than free slots and preemptions already sent will
+ * serve, the last-granted orphan not yet asked is told `preempted`. O(1) when none is marked.
+ */
+function preemptOrphans(out: Outbox, { table, config }: SemaphoreContext): void {
+  if (table.yieldable === table.preempted) return;
+  for (;;) {
+    const limits = limitsOf(config);
+    const free = Math.max(0, limits.capacity - table.holders.size);
+    if (table.waiters.size <= free + table.preempted) return;
+    const victim = table.preemptionVictim();
+    if (victim === undefined) return;
+    victim.preempted = true;
+    table.preempted++;
+    out.emit({ type: 'notify', to: victim.id, message: PREEMPT_MESSAGE });
+    if (!config.wants('preempted')) continue;
+    const preempted = telemetry(table, limits, 'preempted', victim.rank);
+    preempted.measurements.duration = config.now() - victim.grantedAt;
+    out.emit(preempted);
+  }
 }
 
 /** Removes a holder (release or gone), records its hold, and grants what that frees. */
 function releaseHolder(out: Outbox, context: SemaphoreContext, event: IdEvent): void {
   const { table, config } = context;
   const slot = table.holders.get(event.id)!;
-  table.holders.delete(slot.id);
+  table.removeHolder(slot);
   const duration = config.now() - slot.grantedAt;
   table.recordHold(duration);
   if (config.wants('released')) {
@@ -539,6 +630,20 @@ export const semaphoreMachine = setup({
       const as = context.table.rename(from, to)!;
       answer(enqueue, event, { type: 'transferred', as });
     }),
+    /** Marks the holder yieldable, then lets it yield at once if a waiter is owed a slot. */
+    markOrphaned: enqueueActions(({ context, event, enqueue }) => {
+      const { table } = context;
+      table.setYieldable(table.holders.get((event as IdEvent).id)!, true);
+      preemptOrphans(enqueue, context);
+      answer(enqueue, event, OK);
+    }),
+    /** Unmarks it; a preemption it had been sent is forgotten, so another orphan is asked. */
+    markAdopted: enqueueActions(({ context, event, enqueue }) => {
+      const { table } = context;
+      table.setYieldable(table.holders.get((event as IdEvent).id)!, false);
+      preemptOrphans(enqueue, context);
+      answer(enqueue, event, OK);
+    }),
     answerUnknown: enqueueActions(({ event, enqueue }) =>
       answer(enqueue, event, { type: 'unknown' }),
     ),
@@ -585,6 +690,9 @@ export const semaphoreMachine = setup({
         ],
         // A reserved slot handed to the request that claims it (the waiting room): 1 → 1.
         transfer: [{ guard: 'transferable', actions: 'transfer' }, { actions: 'answerUnknown' }],
+        // A render kept only for the store (and back): see "An orphan never makes a waiter wait".
+        orphaned: [{ guard: 'isHolder', actions: 'markOrphaned' }, { actions: 'answerOk' }],
+        adopted: [{ guard: 'isHolder', actions: 'markAdopted' }, { actions: 'answerOk' }],
         retryAfter: { actions: 'answerRetryAfter' },
         stats: { actions: 'answerStats' },
       },

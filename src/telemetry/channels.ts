@@ -36,6 +36,7 @@ export const SEMAPHORE_EVENTS = [
   'released',
   'abandoned',
   'displaced',
+  'preempted',
 ] as const;
 export const PROBE_LIMITER_EVENTS = ['acquired', 'rejected', 'released'] as const;
 export const RENDER_EVENTS = ['start', 'stop', 'exception'] as const;
@@ -54,6 +55,7 @@ export const RENDER_CHANNELS = {
   writeFailure: 'audio_proxy.variant_store.write_failure',
   httpRequest: 'audio_proxy.http.request',
   semaphoreRejected: 'audio_proxy.semaphore.rejected',
+  semaphorePreempted: 'audio_proxy.semaphore.preempted',
 } as const;
 
 /** Every process-supervisor transition (message: `{ pool, from, to, … }`). */

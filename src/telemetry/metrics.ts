@@ -100,6 +100,7 @@ export class Metrics {
   readonly #duration: Histogram<'format' | 'outcome'>;
   readonly #lookups: Counter<'format' | 'outcome'>;
   readonly #rejections: Counter;
+  readonly #preempted: Counter;
   readonly #writeFailures: Counter;
   readonly #http: Counter<'endpoint' | 'status'>;
   readonly #sources: GaugeSources;
@@ -129,6 +130,11 @@ export class Metrics {
     this.#rejections = new Counter({
       name: 'audio_proxy_render_queue_rejections_total',
       help: 'Render requests refused because the wait queue was full (a lower bound on 429s).',
+      registers,
+    });
+    this.#preempted = new Counter({
+      name: 'audio_proxy_render_orphans_preempted_total',
+      help: 'Renders kept only for the variant store that were told to yield their slot to a queued request.',
       registers,
     });
     this.#writeFailures = new Counter({
@@ -190,6 +196,7 @@ export class Metrics {
       this.#lookups.inc({ format: closed(FORMATS, m.format), outcome: closed(LOOKUPS, m.status) }),
     );
     this.#on(RENDER_CHANNELS.semaphoreRejected, () => this.#rejections.inc());
+    this.#on(RENDER_CHANNELS.semaphorePreempted, () => this.#preempted.inc());
     this.#on(RENDER_CHANNELS.writeFailure, () => this.#writeFailures.inc());
     this.#on(RENDER_CHANNELS.httpRequest, (m) => {
       const status =

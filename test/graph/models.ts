@@ -181,13 +181,24 @@ const semaphore: GraphModel<{ capacity: number }> = {
           { type: 'transfer', from: 'a', to: 'room-a', callId: 8 },
           { type: 'transfer', from: 'nobody', to: 'room-x', callId: 9 },
         ],
+        // a's render may lose its last listener (and win one back); b and c always listen.
+        orphaned: [
+          { type: 'orphaned', id: 'a', callId: 10 },
+          { type: 'orphaned', id: 'nobody' },
+        ],
+        adopted: [
+          { type: 'adopted', id: 'a', callId: 11 },
+          { type: 'adopted', id: 'nobody' },
+        ],
       }),
       { type: 'world.capacity', capacity: capacity === 1 ? 2 : 1 } as EventObject,
     ];
   },
   serialize: (s) => {
     const { table, config } = s.context as SemaphoreContext;
-    const held = [...table.holders.keys()].sort();
+    const held = [...table.holders.values()]
+      .map((h) => `${h.id}${h.yieldable ? '*' : ''}${h.preempted ? '!' : ''}`)
+      .sort();
     return json([s.value, limitsOf(config).capacity, held, table.queueOrder()]);
   },
   clone: (s) => cloneSemaphoreSnapshot(s as Snapshot & { context: SemaphoreContext }),
@@ -255,7 +266,8 @@ const probeCoordinator: GraphModel<{ limiter: AnyActorRef }> = {
 };
 
 // ---------------------------------------------------------------------------------------------
-// renderCoordinator: admitted at once or queued; a real semaphore receives its release; the
+// renderCoordinator: admitted at once or queued; subscribers s1 and s2 listen, t is the store's
+// tee (`store: true`); a real semaphore receives its release and the orphan marks; the
 // Render child is a fake promise that can only fail (the chart has no `onDone` for it).
 
 const MAX_VARIANT_BYTES = 8;
@@ -286,6 +298,7 @@ function renderCoordinator(
         join: [
           { type: 'join', id: 's1', callId: 1 },
           { type: 'join', id: 's2', callId: 2 },
+          { type: 'join', id: 't', store: true, callId: 6 },
         ],
         unsubscribe: [
           { type: 'unsubscribe', id: 's1', callId: 3 },
@@ -294,9 +307,11 @@ function renderCoordinator(
         gone: [
           { type: 'gone', id: 's1' },
           { type: 'gone', id: 's2' },
+          { type: 'gone', id: 't' },
         ],
         'slot.granted': [{ type: 'slot.granted' }],
         'slot.displaced': [{ type: 'slot.displaced', retryAfterS: 3 }],
+        'slot.preempted': [{ type: 'slot.preempted' }],
         'render.pid': [{ type: 'render.pid', pid: 4242 }],
         'render.chunk': [{ type: 'render.chunk', data: CHUNK }],
         'render.done': [{ type: 'render.done', info: { bytes: 5 } }],
@@ -312,6 +327,7 @@ function renderCoordinator(
       return json([
         s.value,
         [...c.subscribers].sort(),
+        [...c.storeSubscribers].sort(),
         c.bytes,
         capped(c.parked.length),
         c.info !== null,
@@ -323,6 +339,7 @@ function renderCoordinator(
       const context = {
         ...c,
         subscribers: new Set(c.subscribers),
+        storeSubscribers: new Set(c.storeSubscribers),
         backlog: [...c.backlog],
         parked: [...c.parked],
       };

@@ -74,7 +74,10 @@ function transitionTable(): string {
 /** Where caller `id` is in a snapshot. */
 function placeOf(snapshot: AnyMachineSnapshot, id: string): string {
   const { table } = snapshot.context as SemaphoreContext;
-  if (table.holders.has(id)) return 'holding';
+  const held = table.holders.get(id);
+  if (held?.preempted) return 'preempted';
+  if (held?.yieldable) return 'orphaned';
+  if (held) return 'holding';
   if (table.waiters.has(id)) return 'waiting';
   return 'unknown';
 }
@@ -155,6 +158,10 @@ describe('docs/seeds/semaphore.md', () => {
       "waiting --> unknown: another's request [outranksAWaiter]",
       'waiting --> unknown: gone [isWaiter]',
       'holding --> unknown: release [isHolder]',
+      'holding --> orphaned: orphaned [isHolder]',
+      "orphaned --> preempted: another's request [queueHasRoom]",
+      'orphaned --> holding: adopted [isHolder]',
+      'preempted --> unknown: release [isHolder]',
     ]) {
       expect(life).toContain(edge);
     }

@@ -427,6 +427,8 @@ describe('Retry-After', () => {
         rank: 0,
         queuedAt: 0,
         grantedAt: 0,
+        yieldable: false,
+        preempted: false,
         prev: undefined,
         next: undefined,
       });

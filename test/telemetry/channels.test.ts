@@ -45,6 +45,9 @@ function everySemaphoreEvent(): Set<string> {
   sem.send({ type: 'request', id: 'x', class: 'high' }); // rejected
   sem.send({ type: 'gone', id: 'hi' }); // abandoned
   sem.send({ type: 'release', id: 'h' }); // released
+  sem.send({ type: 'request', id: 'o' }); // acquired
+  sem.send({ type: 'request', id: 'w' }); // queued
+  sem.send({ type: 'orphaned', id: 'o' }); // preempted: w waits for the orphan's slot
   sem.stop();
   return seen;
 }
@@ -58,6 +61,7 @@ describe('the catalogue', () => {
       'audio_proxy.semaphore.released',
       'audio_proxy.semaphore.abandoned',
       'audio_proxy.semaphore.displaced',
+      'audio_proxy.semaphore.preempted',
     ]);
     expect(PROBE_LIMITER_CHANNELS).toEqual([
       'audio_proxy.probe_limiter.acquired',
