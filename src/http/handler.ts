@@ -484,11 +484,18 @@ async function queueEndpoint(
       fail(x, credential.failure);
       return;
     }
-    if (!session) {
-      const minted = sessions.mint();
-      session = minted.session;
-      headers['set-cookie'] = sessionSetCookie(minted.value, config.cookieSecure);
+    if (session) {
+      // A repeated join is the same ticket (as a poll, it also refreshes the heartbeat).
+      const held = await room.status(session);
+      if (held.type === 'ticket') {
+        send(x, 200, headers, json(held.ticket));
+        return;
+      }
     }
+    // A new ticket always gets a new session: a planted cookie never names the joiner's ticket.
+    const minted = sessions.mint();
+    session = minted.session;
+    headers['set-cookie'] = sessionSetCookie(minted.value, config.cookieSecure);
     const r = await room.join(session);
     if (r.type === 'full') {
       send(

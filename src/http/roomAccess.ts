@@ -15,7 +15,9 @@
  * **The session id is the server's.** A cookie value is `<id>.<tag>`: 18 random bytes, and a
  * 128-bit HMAC of the id under a key drawn at process start. Only a value this process minted
  * names a session; anything else (a client-chosen id, an old process's cookie, a tampered tag) is
- * read as no session at all, so a join issues a fresh one instead of adopting it. The key never
+ * read as no session at all, so a join issues a fresh one instead of adopting it. The handler
+ * goes further: a join that does not find the cookie's session holding a ticket mints a new
+ * session for the new ticket, so a planted cookie never names the joiner's ticket. The key never
  * leaves memory: a restart ends every session, as it ends the in-memory room.
  *
  * ## Invariants

@@ -154,6 +154,15 @@ describe('waiting room admission', () => {
     expect((await statusOf(forged)).status).toBe(404);
     expect((await leave(issued)).status).toBe(204);
     await waitFor(async () => (await held()) === 0);
+    // a new ticket gets a new session even under a cookie this process minted (one planted by
+    // whoever joined with it first names none of the joiner's tickets)
+    const rejoined = await api(h.url, 'POST', joinPath(RENDER), issued);
+    expect(rejoined.status).toBe(200);
+    const fresh = cookieOf(rejoined);
+    expect(fresh).not.toBe(issued);
+    expect((await statusOf(issued)).status).toBe(404);
+    expect((await leave(fresh)).status).toBe(204);
+    await waitFor(async () => (await held()) === 0);
   });
 
   it('ends an implicit claim: a session that left and renders does not keep the room slot', async () => {
