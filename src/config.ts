@@ -71,6 +71,8 @@ export const DEFAULT_WAITING_ROOM_RESERVATION_S = 30;
 export const DEFAULT_WAITING_ROOM_HEARTBEAT_S = 30;
 /** Tickets the room holds before it answers 429. */
 export const DEFAULT_WAITING_ROOM_MAX_LENGTH = 100;
+/** Share of the render slots the room may reserve by default: half, so ticketless traffic keeps the rest. */
+export const DEFAULT_WAITING_ROOM_SLOT_SHARE = 0.5;
 /** Bytes of hot variant bodies kept in memory for HIT serving (0 = off). */
 export const DEFAULT_HIT_CACHE_BYTES = 64 * 1024 * 1024;
 /** Cluster render-claim and membership lease, in ms: renewed every third of it, so a busy node
@@ -211,6 +213,10 @@ export interface Config {
   readonly waitingRoomHeartbeatS: number;
   /** @default 100 */
   readonly waitingRoomMaxLength: number;
+  /** Render slots the room may reserve or run tickets in; ≤ maxConcurrency − 1. @default ⌊maxConcurrency / 2⌋ */
+  readonly waitingRoomSlots: number;
+  /** The waiting room's session cookie carries `Secure`. @default false */
+  readonly cookieSecure: boolean;
   /** In-memory bound for hot variant bodies served as HITs; 0 = off. @default 64 MiB */
   readonly hitCacheBytes: number;
   /** Niceness (0–19) every ffmpeg and ffprobe child runs at. @default 10 */
@@ -558,6 +564,20 @@ export const CONFIG_VARIABLES = [
     default: `\`${DEFAULT_WAITING_ROOM_MAX_LENGTH}\``,
     rule: RULE.positive,
     doc: 'Tickets the room holds; a join beyond it is a 429 with `Retry-After`.',
+  },
+  {
+    name: 'AP_WAITING_ROOM_SLOTS',
+    section: S_LIMITS,
+    default: 'half the effective `AP_MAX_CONCURRENCY`, rounded down',
+    rule: `${RULE.positive}, at most \`AP_MAX_CONCURRENCY\` − 1 when the room is on`,
+    doc: 'Render slots the waiting room may hold for tickets (reserved or running); the rest always serve signed requests without a ticket. The room needs `AP_MAX_CONCURRENCY` ≥ 2.',
+  },
+  {
+    name: 'AP_COOKIE_SECURE',
+    section: S_LIMITS,
+    default: '`false`',
+    rule: RULE.boolean,
+    doc: "Marks the waiting room's `ap_session` cookie `Secure` (sent over HTTPS only). Turn it on whenever clients reach the proxy over TLS, a TLS-terminating proxy included.",
   },
   {
     name: 'AP_HIT_CACHE_BYTES',
@@ -1373,6 +1393,13 @@ export function loadConfig(env: Env, opts: LoadConfigOptions = {}): Config {
     DEFAULT_WAITING_ROOM_MAX_LENGTH,
     'positive',
   );
+  const waitingRoomSlots = integer(
+    ld,
+    'AP_WAITING_ROOM_SLOTS',
+    Math.floor(maxConcurrency * DEFAULT_WAITING_ROOM_SLOT_SHARE),
+    'positive',
+  );
+  const cookieSecure = boolean(ld, 'AP_COOKIE_SECURE', false);
   const hitCacheBytes = integer(ld, 'AP_HIT_CACHE_BYTES', DEFAULT_HIT_CACHE_BYTES, 'nonNegative');
   const ffmpegNice = integer(ld, 'AP_FFMPEG_NICE', DEFAULT_FFMPEG_NICE, 'nice');
   const ffmpegPath = executable(ld, 'AP_FFMPEG_PATH');
@@ -1390,6 +1417,19 @@ export function loadConfig(env: Env, opts: LoadConfigOptions = {}): Config {
       'AP_READY_QUEUE_THRESHOLD',
       `AP_READY_QUEUE_THRESHOLD (${readyQueueThreshold}) must not exceed AP_QUEUE_SIZE (${queueSize}): queue depth could never reach it, so /ready could never report the node unready`,
     );
+  }
+  if (waitingRoom && ld.ok('AP_WAITING_ROOM', 'AP_MAX_CONCURRENCY', 'AP_WAITING_ROOM_SLOTS')) {
+    if (maxConcurrency < 2) {
+      ld.fail(
+        'AP_WAITING_ROOM',
+        `AP_WAITING_ROOM needs AP_MAX_CONCURRENCY ≥ 2 (it is ${maxConcurrency}): the room reserves at most AP_MAX_CONCURRENCY − 1 render slots, so that signed requests without a ticket always keep one`,
+      );
+    } else if (waitingRoomSlots > maxConcurrency - 1) {
+      ld.fail(
+        'AP_WAITING_ROOM_SLOTS',
+        `AP_WAITING_ROOM_SLOTS (${waitingRoomSlots}) must be at most AP_MAX_CONCURRENCY − 1 (${maxConcurrency - 1}): at least one render slot is always left to signed requests without a ticket`,
+      );
+    }
   }
   if (ld.ok(portVar, 'AP_METRICS_PORT') && metricsPort === port) {
     const from = apPort !== undefined ? 'AP_PORT' : envPort !== undefined ? 'PORT' : 'the default';
@@ -1459,6 +1499,8 @@ export function loadConfig(env: Env, opts: LoadConfigOptions = {}): Config {
     waitingRoomReservationS,
     waitingRoomHeartbeatS,
     waitingRoomMaxLength,
+    waitingRoomSlots,
+    cookieSecure,
     hitCacheBytes,
     ffmpegNice,
     ffmpegPath,

@@ -136,6 +136,8 @@ describe('defaults', () => {
     waitingRoomReservationS: 30,
     waitingRoomHeartbeatS: 30,
     waitingRoomMaxLength: 100,
+    waitingRoomSlots: 1, // ⌊3 / 2⌋
+    cookieSecure: false,
     hitCacheBytes: 64 * 1024 * 1024,
     ffmpegNice: 10,
     ffmpegPath: undefined,
@@ -162,6 +164,27 @@ describe('defaults', () => {
   it('AP_MAX_CONCURRENCY defaults to the injected CPU count, else the real one', () => {
     expect(loadConfig({}, { cpuCount: 7 }).maxConcurrency).toBe(7);
     expect(loadConfig({}).maxConcurrency).toBeGreaterThanOrEqual(1);
+  });
+
+  it('the waiting room reserves at most AP_MAX_CONCURRENCY − 1 slots, half by default', () => {
+    expect(load({ AP_MAX_CONCURRENCY: '8' }).waitingRoomSlots).toBe(4);
+    expect(load({ AP_MAX_CONCURRENCY: '2', AP_WAITING_ROOM: '1' }).waitingRoomSlots).toBe(1);
+    expect(load({ AP_MAX_CONCURRENCY: '8', AP_WAITING_ROOM_SLOTS: '7' }).waitingRoomSlots).toBe(7);
+    expect(() =>
+      load({ AP_MAX_CONCURRENCY: '8', AP_WAITING_ROOM: '1', AP_WAITING_ROOM_SLOTS: '8' }),
+    ).toThrow(/AP_WAITING_ROOM_SLOTS \(8\) must be at most AP_MAX_CONCURRENCY − 1 \(7\)/);
+    expect(() => load({ AP_MAX_CONCURRENCY: '1', AP_WAITING_ROOM: '1' })).toThrow(
+      /AP_WAITING_ROOM needs AP_MAX_CONCURRENCY ≥ 2/,
+    );
+    expect(() => load({ AP_WAITING_ROOM_SLOTS: '0' })).toThrow(/AP_WAITING_ROOM_SLOTS must be/);
+    expect(load({}).waitingRoom).toBe(false); // one CPU's worth, room off: nothing to check
+    expect(loadConfig({}, { cpuCount: 1 }).waitingRoomSlots).toBe(0);
+  });
+
+  it('AP_COOKIE_SECURE is a boolean, off by default', () => {
+    expect(load({}).cookieSecure).toBe(false);
+    expect(load({ AP_COOKIE_SECURE: 'on' }).cookieSecure).toBe(true);
+    expect(() => load({ AP_COOKIE_SECURE: 'maybe' })).toThrow(/AP_COOKIE_SECURE must be/);
   });
 
   it.each([0, -1, 1.5, Number.NaN])('a cpuCount of %s is a programmer error (RangeError)', (n) => {
@@ -946,6 +969,8 @@ describe('one rejected value per variable', () => {
     AP_WAITING_ROOM_RESERVATION_SECONDS: { AP_WAITING_ROOM_RESERVATION_SECONDS: '0' },
     AP_WAITING_ROOM_HEARTBEAT_SECONDS: { AP_WAITING_ROOM_HEARTBEAT_SECONDS: 'x' },
     AP_WAITING_ROOM_MAX_LENGTH: { AP_WAITING_ROOM_MAX_LENGTH: '0' },
+    AP_WAITING_ROOM_SLOTS: { AP_WAITING_ROOM_SLOTS: '0' },
+    AP_COOKIE_SECURE: { AP_COOKIE_SECURE: 'sometimes' },
     AP_HIT_CACHE_BYTES: { AP_HIT_CACHE_BYTES: '64MiB' },
     AP_FFMPEG_NICE: { AP_FFMPEG_NICE: '20' },
     AP_FFMPEG_PATH: { AP_FFMPEG_PATH: '/nope/ffmpeg' },

@@ -9,10 +9,18 @@
  * 1 → 0 → 1, so no outside request can slip into the gap); when the reservation ends unclaimed
  * the slot is released, or transferred straight to the next session the room hands it to.
  *
+ * The room has `AP_WAITING_ROOM_SLOTS` slots, at most `AP_MAX_CONCURRENCY − 1` (checked at boot):
+ * tickets can hold that many render slots and no more, so however many sessions join and keep
+ * their tickets alive, requests without a ticket always have a render slot of their own.
+ *
  * ## Invariants
- * - **At most one semaphore slot per reserved room slot**, held under `room:<session>`.
+ * - **At most one semaphore slot per reserved room slot**, held under `room:<session>`; so at
+ *   most `AP_WAITING_ROOM_SLOTS` semaphore slots are ever held for tickets.
  * - **A claimed slot is never released by the room**: after `transfer` it is the coordinator's,
  *   released when its ffmpeg is gone.
+ * - **Every claim is ended**: `claim` answers non-null for every run the room started, implicit
+ *   ones (no reservation, no slot to adopt) included, and the handler sends one `runEnded` for
+ *   each non-null answer once its response is over.
  * - **Requests without a ticket are unchanged**: they ask the semaphore as before.
  *
  * ## Races
@@ -50,7 +58,8 @@ export class WaitingRoomService {
     this.#semaphore = options.semaphore;
     this.room = startWaitingRoom(
       {
-        slots: c.maxConcurrency,
+        // The room's share of the render slots; the rest always serve requests without a ticket.
+        slots: c.waitingRoomSlots,
         reservationSeconds: c.waitingRoomReservationS,
         heartbeatSeconds: c.waitingRoomHeartbeatS,
         maxLength: c.waitingRoomMaxLength,
@@ -94,14 +103,18 @@ export class WaitingRoomService {
     await call(this.#semaphore, { type: 'request', id: to });
   }
 
-  /** The session's render claims its reservation; the slot id to take over, or null. */
-  async claim(session: string): Promise<string | null> {
+  /**
+   * The session's render starts its run in the room: `null` when refused (nothing to end), else
+   * the run, with the reserved slot id to take over (`null` for an implicit claim, which holds
+   * no slot and acquires one as usual). The caller owes exactly one `runEnded` per non-null.
+   */
+  async claim(session: string): Promise<{ readonly adoptSlotId: string | null } | null> {
     const outcome = await call<ClaimOutcome>(this.room, { type: 'claim', session });
-    if (outcome.type === 'claimed' && !outcome.implicit) return roomSlotId(session);
-    return null;
+    if (outcome.type !== 'claimed') return null;
+    return { adoptSlotId: outcome.implicit ? null : roomSlotId(session) };
   }
 
-  /** The claimed run is over (its response finished, failed or was abandoned). */
+  /** The claimed run is over (its response finished, failed or was abandoned); every claim's. */
   runEnded(session: string, cancelled: boolean): void {
     cast(this.room, { type: 'runEnded', session, cancelled });
   }

@@ -9,6 +9,10 @@
  * authorisation 404 → If-None-Match 304 → variant store HIT → HEAD describes and stops → stat
  * 404/413 → probe gate 415/429/504 → render slot 429 → stream.
  *
+ * The waiting room's endpoints (`/api/v1/queue/*`) issue a ticket only for a join carrying a
+ * signed render path, and name sessions only by cookies this process minted (`roomAccess.ts`).
+ * A render whose session the room claimed (implicitly or not) sends one `runEnded` when done.
+ *
  * ## Races
  * - *Client leaves while waiting or streaming*: the response's `close` is watched and becomes a
  *   `gone` for the coordinator, which cancels a render nobody else wants.
@@ -17,7 +21,6 @@
  *   stream down once bytes have been sent.
  */
 
-import { randomBytes } from 'node:crypto';
 import diagnostics from 'node:diagnostics_channel';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AnyActorRef } from 'xstate';
@@ -37,6 +40,7 @@ import { contentDisposition, contentTypeFor, IMMUTABLE_CACHE_CONTROL } from './h
 import { lookupVariant, serveHit } from './hit.js';
 import type { RenderOptions } from './options.js';
 import { parseRoute } from './options.js';
+import { joinCredential, SessionCookies, sessionSetCookie } from './roomAccess.js';
 import { splitPath, verifySignature } from './signature.js';
 import { tuneSocket } from './socketTuning.js';
 import { TurnBudget } from './turns.js';
@@ -172,27 +176,21 @@ export interface WaitingRoomEndpoints {
   ): Promise<{ type: 'ticket'; ticket: unknown } | { type: 'full'; retryAfterS: number }>;
   status(session: string): Promise<{ type: 'ticket'; ticket: unknown } | { type: 'unknown' }>;
   leave(session: string): Promise<{ type: 'left' } | { type: 'unknown' }>;
-  /** Claims the session's reservation; the slot id its render takes over, or null. */
-  claim(session: string): Promise<string | null>;
+  /**
+   * Starts the session's run: `null` when the room refused it (the render goes on without the
+   * room), else the run, with the slot id its render takes over when it held a reservation.
+   * Every non-null answer is followed by exactly one `runEnded`.
+   */
+  claim(session: string): Promise<{ readonly adoptSlotId: string | null } | null>;
   runEnded(session: string, cancelled: boolean): void;
 }
 
-/** The waiting room's session cookie. */
-export const SESSION_COOKIE = 'ap_session';
-const SESSION_BYTES = 18; // 144 bits: unguessable, 24 url-safe characters
-const SESSION_SHAPE = /^[A-Za-z0-9_-]{16,64}$/;
+/** Session ids are minted and verified under one key per process (see roomAccess.ts). */
+const sessions = new SessionCookies();
 
+/** The session a request's cookie names, only if this process issued it. */
 function sessionOf(req: IncomingMessage): string | undefined {
-  const header = req.headers.cookie;
-  if (!header) return undefined;
-  for (const part of header.split(';')) {
-    const [name, ...rest] = part.trim().split('=');
-    if (name === SESSION_COOKIE) {
-      const value = rest.join('=');
-      return SESSION_SHAPE.test(value) ? value : undefined;
-    }
-  }
-  return undefined;
+  return sessions.read(req.headers.cookie);
 }
 
 let subscriberSeq = 0;
@@ -271,7 +269,7 @@ async function route(x: Exchange, config: Config, services: HandlerServices, met
     return;
   }
   if (path.startsWith('/api/v1/queue/') && services.waitingRoom) {
-    await queueEndpoint(x, services.waitingRoom, path, method);
+    await queueEndpoint(x, config, services, path, method);
     return;
   }
   if (method !== 'GET' && method !== 'HEAD') {
@@ -436,8 +434,10 @@ async function route(x: Exchange, config: Config, services: HandlerServices, met
     return;
   }
   // 10. slot and stream (a ready waiting-room ticket hands its reserved slot over)
+  // Every claim, implicit ones (no reservation) included, is ended by the `finally` below.
   const session = services.waitingRoom ? sessionOf(x.req) : undefined;
-  const adoptSlotId = session ? await services.waitingRoom!.claim(session) : null;
+  const claimed = session ? await services.waitingRoom!.claim(session) : null;
+  const adoptSlotId = claimed?.adoptSlotId;
   try {
     await deliver(
       x,
@@ -454,7 +454,7 @@ async function route(x: Exchange, config: Config, services: HandlerServices, met
       successHeaders,
     );
   } finally {
-    if (session && adoptSlotId) services.waitingRoom!.runEnded(session, x.res.destroyed);
+    if (session && claimed) services.waitingRoom!.runEnded(session, x.res.destroyed);
   }
 }
 
@@ -465,17 +465,37 @@ const JSON_NO_STORE = {
 
 async function queueEndpoint(
   x: Exchange,
-  room: WaitingRoomEndpoints,
+  config: Config,
+  services: HandlerServices,
   path: string,
   method: string,
 ) {
+  const room = services.waitingRoom!;
   let session = sessionOf(x.req);
   const headers: Record<string, string> = { ...JSON_NO_STORE };
   if (path === '/api/v1/queue/join' && method === 'POST') {
-    if (!session) {
-      session = randomBytes(SESSION_BYTES).toString('base64url');
-      headers['set-cookie'] = `${SESSION_COOKIE}=${session}; Path=/; HttpOnly; SameSite=Lax`;
+    // Only the operator's credential (a signed render path) takes a ticket: see roomAccess.ts.
+    const credential = joinCredential(
+      x.req.url ?? '',
+      { key: config.key, salt: config.salt, allowInsecure: config.allowInsecure },
+      Math.floor(services.nowMs() / 1000),
+    );
+    if (!credential.ok) {
+      fail(x, credential.failure);
+      return;
     }
+    if (session) {
+      // A repeated join is the same ticket (as a poll, it also refreshes the heartbeat).
+      const held = await room.status(session);
+      if (held.type === 'ticket') {
+        send(x, 200, headers, json(held.ticket));
+        return;
+      }
+    }
+    // A new ticket always gets a new session: a planted cookie never names the joiner's ticket.
+    const minted = sessions.mint();
+    session = minted.session;
+    headers['set-cookie'] = sessionSetCookie(minted.value, config.cookieSecure);
     const r = await room.join(session);
     if (r.type === 'full') {
       send(

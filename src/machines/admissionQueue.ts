@@ -24,6 +24,10 @@
  * `reserved` → acquire one for `session` (or take `handedFrom`'s); `claimed`, `implicit: false`
  * → the render takes it over unreleased (1 → 1); `implicit: true` → nothing held, acquire as
  * usual; `released` / `finished` → give it back, or hand it to `handedTo`.
+ * **Every `claimed` is answered by exactly one `runEnded` from the claimer**, implicit claims
+ * included: a running slot leaves `running` only by `runEnded`, so a claim nobody ends keeps its
+ * room slot for the life of the room. `slots` is the room's share of the runners (the proxy
+ * passes `AP_WAITING_ROOM_SLOTS`, fewer than its render slots), not all of them.
  *
  * ## Events (emitted after the context is updated; `queued` is the queue length after)
  * | Event      | Fields besides `session`                      | When                          |

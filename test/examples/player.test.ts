@@ -2,7 +2,7 @@
 // from another origin (the proxy allows it with AP_ALLOW_ORIGIN) it plays the demo's Opus
 // preview (loadeddata, readyState >= 2) and draws the f:peaks waveform (non-blank pixels); served
 // on the proxy's own origin (a loopback server that forwards every other path to the proxy) with
-// one render slot, the waiting room on and that slot held by another listener's slow render, it
+// the waiting room on, its one render slot (of two) held by another listener's slow render, it
 // shows "position 1" while the audio has not started, then plays when its turn comes.
 // Screenshot: test-artifacts/player.png.
 import { chmod, copyFile, link, mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
@@ -107,7 +107,7 @@ describe.skipIf(!present)('examples/player.html in Chromium', () => {
     h = await startHarness(
       {
         AP_LOCAL_ROOT: root,
-        AP_MAX_CONCURRENCY: '1',
+        AP_MAX_CONCURRENCY: '2', // the room holds one; the other serves ticketless requests
         AP_WAITING_ROOM: '1',
         AP_ALLOW_ORIGIN: siteUrl,
       },
@@ -144,9 +144,11 @@ describe.skipIf(!present)('examples/player.html in Chromium', () => {
     }
   }, 40_000);
 
-  it('on the proxy’s origin, with the one slot busy: shows position 1, then plays', async () => {
+  it('on the proxy’s origin, with the room’s slot busy: shows position 1, then plays', async () => {
     // Another listener takes a ticket (ready at once: the slot is free) and starts a slow render.
-    const joined = await get(h.url, '/api/v1/queue/join', { method: 'POST' });
+    const joined = await get(h.url, `/api/v1/queue/join?path=${encodeURIComponent(SLOW_PATH)}`, {
+      method: 'POST',
+    });
     expect(joined.status).toBe(200);
     const cookie = String((joined.headers['set-cookie'] as string[])[0]).split(';')[0]!;
     let firstByte = false;

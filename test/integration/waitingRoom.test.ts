@@ -2,7 +2,9 @@
  * The waiting room through real sockets with cookies: a listener who joins gets a session
  * cookie and a ticket; a ready ticket holds a real render slot; the session's render takes that
  * slot over (held stays 1, never 2); when it ends the slot is handed to the next ticket; leaving
- * gives it back. Unknown tickets are 404, a full room is 429 with Retry-After.
+ * gives it back. Unknown tickets are 404, a full room is 429 with Retry-After. The room holds
+ * one of the two render slots (`AP_WAITING_ROOM_SLOTS` defaults to half); the other is always
+ * left to requests without a ticket (see waitingRoomAdmission.test.ts).
  */
 import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -13,7 +15,7 @@ let h: Harness;
 beforeAll(async () => {
   h = await startHarness({
     AP_WAITING_ROOM: '1',
-    AP_MAX_CONCURRENCY: '1',
+    AP_MAX_CONCURRENCY: '2',
     AP_WAITING_ROOM_MAX_LENGTH: '1',
     AP_WAITING_ROOM_RESERVATION_SECONDS: '30',
     AP_WAITING_ROOM_HEARTBEAT_SECONDS: '30',
@@ -50,6 +52,10 @@ function api(method: string, path: string, cookie?: string) {
   );
 }
 
+/** The join credential: the signed (here `insecure`, dev mode) path of the render. */
+const RENDER_PATH = '/insecure/f:mp3/t:0:1/plain/local://stereo.wav';
+const JOIN = `/api/v1/queue/join?path=${encodeURIComponent(RENDER_PATH)}`;
+
 const held = async () => (await stats(h.proxy.actors.semaphore)).held;
 /** The slot count as an operator sees it: the scraped gauge. */
 const scrapedHeld = async () => {
@@ -60,7 +66,7 @@ const scrapedHeld = async () => {
 describe('waiting room over HTTP', () => {
   it('join, hold a real slot, render on it (1 → 1), hand it on, leave', async () => {
     expect(await scrapedHeld()).toBe(0);
-    const a = await api('POST', '/api/v1/queue/join');
+    const a = await api('POST', JOIN);
     expect(a.status).toBe(200);
     const cookieA = String((a.headers['set-cookie'] as string[])[0]).split(';')[0]!;
     expect(String((a.headers['set-cookie'] as string[])[0])).toMatch(/HttpOnly; SameSite=Lax/);
@@ -69,17 +75,17 @@ describe('waiting room over HTTP', () => {
     expect(ticketA.ticket_id).toMatch(/^q_/);
     await waitFor(async () => (await scrapedHeld()) === 1);
 
-    const b = await api('POST', '/api/v1/queue/join');
+    const b = await api('POST', JOIN);
     const cookieB = String((b.headers['set-cookie'] as string[])[0]).split(';')[0]!;
     expect(JSON.parse(b.body).status).toBe('queued');
     // the room holds one queued ticket at most: a third listener is turned away
-    const c = await api('POST', '/api/v1/queue/join');
+    const c = await api('POST', JOIN);
     expect(c.status).toBe(429);
     expect(Number(c.headers['retry-after'])).toBeGreaterThanOrEqual(1);
 
     // A renders with its cookie: the render takes the reserved slot over, held stays 1
     const seen: number[] = [];
-    const render = get(h.url, '/insecure/f:mp3/t:0:1/plain/local://stereo.wav', {
+    const render = get(h.url, RENDER_PATH, {
       headers: { cookie: cookieA },
     });
     const sampler = setInterval(() => {

@@ -110,7 +110,9 @@ function pool(name: string, scratch: string): string[] {
     ];
   }
   if (name.endsWith('ADDRESSING')) return ['virtual', 'path', 'Path'];
-  if (name === 'AP_ALLOW_INSECURE' || name === 'AP_WAITING_ROOM') return BOOLEANS;
+  if (name === 'AP_ALLOW_INSECURE' || name === 'AP_WAITING_ROOM' || name === 'AP_COOKIE_SECURE') {
+    return BOOLEANS;
+  }
   if (name === 'AP_SOURCE_ALLOWLIST') return ['a.example, ,b.example', ',,', 'bucket', '*'];
   return NUMBERS;
 }
