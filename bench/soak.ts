@@ -77,17 +77,14 @@ const cachesBytes = STORE ? config.hitCacheBytes : 0;
 
 function fetchDrain(path: string): Promise<{ status: number; bytes: number }> {
   return new Promise((resolve, reject) => {
-    const req = request(
-      { host: base.hostname, port: base.port, path, agent: false },
-      (res) => {
-        let bytes = 0;
-        res.on('data', (c: Buffer) => {
-          bytes += c.length;
-        });
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, bytes }));
-        res.on('error', reject);
-      },
-    );
+    const req = request({ host: base.hostname, port: base.port, path, agent: false }, (res) => {
+      let bytes = 0;
+      res.on('data', (c: Buffer) => {
+        bytes += c.length;
+      });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, bytes }));
+      res.on('error', reject);
+    });
     req.on('error', reject);
     req.end();
   });
@@ -151,7 +148,9 @@ async function renderUpTo(limit: number): Promise<void> {
   const client = async () => {
     while (next < limit) {
       const i = next++;
-      const r = await fetchDrain(`/insecure/f:wav/cb:soak${i}/plain/local://${source.split('/').pop()}`);
+      const r = await fetchDrain(
+        `/insecure/f:wav/cb:soak${i}/plain/local://${source.split('/').pop()}`,
+      );
       if (r.status !== 200) failures++;
       else variantBytes = r.bytes;
     }
@@ -193,7 +192,11 @@ console.log(
 );
 const held = end.slotsHeld + end.queued + end.coordinators + end.children;
 const pass = end.rss <= bound && held === 0 && failures === 0;
-console.log(pass ? 'PASS' : `FAIL${held ? ' (something still held)' : ''}${failures ? ` (${failures} non-200)` : ''}`);
+console.log(
+  pass
+    ? 'PASS'
+    : `FAIL${held ? ' (something still held)' : ''}${failures ? ` (${failures} non-200)` : ''}`,
+);
 report('soak', {
   renders: RENDERS,
   startRssMiB: Number(mib(start.rss)),

@@ -71,6 +71,9 @@ export const DEFAULT_WAITING_ROOM_RESERVATION_S = 30;
 export const DEFAULT_WAITING_ROOM_HEARTBEAT_S = 30;
 /** Tickets the room holds before it answers 429. */
 export const DEFAULT_WAITING_ROOM_MAX_LENGTH = 100;
+/** Bytes all renders' backlogs may hold in memory together: a few whole lossless variants
+ *  coalescing at once; past it a render stops keeping its backlog and late requests re-render. */
+export const DEFAULT_BACKLOG_BUDGET_BYTES = 256 * 1024 * 1024;
 /** Bytes of hot variant bodies kept in memory for HIT serving (0 = off). */
 export const DEFAULT_HIT_CACHE_BYTES = 64 * 1024 * 1024;
 /** Cluster render-claim and membership lease, in ms: renewed every third of it, so a busy node
@@ -211,6 +214,8 @@ export interface Config {
   readonly waitingRoomHeartbeatS: number;
   /** @default 100 */
   readonly waitingRoomMaxLength: number;
+  /** Bytes every render's backlog may hold in memory together. @default 256 MiB */
+  readonly backlogBudgetBytes: number;
   /** In-memory bound for hot variant bodies served as HITs; 0 = off. @default 64 MiB */
   readonly hitCacheBytes: number;
   /** Niceness (0–19) every ffmpeg and ffprobe child runs at. @default 10 */
@@ -403,7 +408,14 @@ export const CONFIG_VARIABLES = [
     section: S_LIMITS,
     default: 'the effective `AP_MAX_SRC_BYTES`',
     rule: `${RULE.positive}; may exceed \`AP_MAX_SRC_BYTES\``,
-    doc: 'Most bytes one render may hold in memory for its slowest reader.',
+    doc: 'Most bytes one render may produce (over it the render fails); what renders keep in memory is bounded by `AP_BACKLOG_BUDGET_BYTES`.',
+  },
+  {
+    name: 'AP_BACKLOG_BUDGET_BYTES',
+    section: S_LIMITS,
+    default: `\`${DEFAULT_BACKLOG_BUDGET_BYTES}\` (256 MiB)`,
+    rule: `${RULE.nonNegative}; 0 keeps no backlog`,
+    doc: 'Bytes all running renders keep in memory together to replay to late joiners. A render whose next chunk would cross it stops keeping its backlog: its listeners and the store still get every byte, and a later request for the same variant renders afresh.',
   },
   {
     name: 'AP_RENDER_TIMEOUT',
@@ -1373,6 +1385,12 @@ export function loadConfig(env: Env, opts: LoadConfigOptions = {}): Config {
     DEFAULT_WAITING_ROOM_MAX_LENGTH,
     'positive',
   );
+  const backlogBudgetBytes = integer(
+    ld,
+    'AP_BACKLOG_BUDGET_BYTES',
+    DEFAULT_BACKLOG_BUDGET_BYTES,
+    'nonNegative',
+  );
   const hitCacheBytes = integer(ld, 'AP_HIT_CACHE_BYTES', DEFAULT_HIT_CACHE_BYTES, 'nonNegative');
   const ffmpegNice = integer(ld, 'AP_FFMPEG_NICE', DEFAULT_FFMPEG_NICE, 'nice');
   const ffmpegPath = executable(ld, 'AP_FFMPEG_PATH');
@@ -1459,6 +1477,7 @@ export function loadConfig(env: Env, opts: LoadConfigOptions = {}): Config {
     waitingRoomReservationS,
     waitingRoomHeartbeatS,
     waitingRoomMaxLength,
+    backlogBudgetBytes,
     hitCacheBytes,
     ffmpegNice,
     ffmpegPath,

@@ -136,6 +136,7 @@ describe('defaults', () => {
     waitingRoomReservationS: 30,
     waitingRoomHeartbeatS: 30,
     waitingRoomMaxLength: 100,
+    backlogBudgetBytes: 256 * 1024 * 1024,
     hitCacheBytes: 64 * 1024 * 1024,
     ffmpegNice: 10,
     ffmpegPath: undefined,

@@ -12,42 +12,15 @@
  *   once it has stopped: a `FinalizationRegistry` witness over the coordinators the proxy
  *   created (seen through its `inspect` option) and over their backlog arrays.
  */
-import { writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { AnyActorRef, InspectionEvent } from 'xstate';
 import { stats } from '../../src/actors/semaphoreClient.js';
 import { closeLeavingNothing, get, type Harness, startHarness, waitFor } from './harness.js';
-
-/** A PCM WAV with `channels` channels of silence, `frames` frames at 8 kHz. */
-export function wavWithChannels(channels: number, frames = 10): Buffer {
-  const data = Buffer.alloc(channels * frames * 2);
-  const h = Buffer.alloc(44);
-  h.write('RIFF', 0);
-  h.writeUInt32LE(36 + data.length, 4);
-  h.write('WAVEfmt ', 8);
-  h.writeUInt32LE(16, 16);
-  h.writeUInt16LE(1, 20);
-  h.writeUInt16LE(channels, 22);
-  h.writeUInt32LE(8_000, 24);
-  h.writeUInt32LE(8_000 * channels * 2, 28);
-  h.writeUInt16LE(channels * 2, 32);
-  h.writeUInt16LE(16, 34);
-  h.write('data', 36);
-  h.writeUInt32LE(data.length, 40);
-  return Buffer.concat([h, data]);
-}
-
-/** `gc()` whether or not the process was started with --expose-gc (vitest's forks are not). */
-function exposeGc(): () => void {
-  const own = (globalThis as { gc?: () => void }).gc;
-  if (own) return own;
-  setFlagsFromString('--expose-gc');
-  return runInNewContext('gc') as () => void;
-}
+import { exposeGc, wavWithChannels } from './ownershipHelpers.js';
 
 interface LogLine {
   level: number;
@@ -122,7 +95,71 @@ describe('every render is owned to its end', () => {
   });
 });
 
+/** A fake ffmpeg writing `$1` blocks of `$2` bytes, one every `$3` s: a render that takes a while. */
+function blockWriter(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'ap-blocks-'));
+  const script = join(dir, 'blocks.sh');
+  writeFileSync(
+    script,
+    '#!/bin/sh\ni=0\nwhile [ "$i" -lt "$1" ]; do\n  head -c "$2" /dev/zero | tr "\\000" x\n  sleep "$3"\n  i=$((i + 1))\ndone\n',
+  );
+  chmodSync(script, 0o755);
+  return script;
+}
+
 describe('nothing outlives its render', () => {
+  it('backlogs never hold more than AP_BACKLOG_BUDGET_BYTES; a late request renders afresh and the store still gets every byte', async () => {
+    const BLOCKS = 24;
+    const BLOCK = 65_536;
+    const BUDGET = 200_000;
+    const root = mkdtempSync(join(tmpdir(), 'ap-budget-store-'));
+    h = await startHarness(
+      {
+        AP_VARIANT_STORE: `file://${root}`,
+        AP_SERVE_MODE: 'proxy',
+        AP_BACKLOG_BUDGET_BYTES: String(BUDGET),
+      },
+      { ffmpegTarget: blockWriter(), ffmpegArgs: [String(BLOCKS), String(BLOCK), '0.04'] },
+    );
+    const path = '/insecure/f:mp3/cb:budget/plain/local://stereo.wav';
+    let peak = 0;
+    const sampler = setInterval(() => {
+      peak = Math.max(peak, h!.proxy.renders.backlogBytes);
+    }, 5);
+    try {
+      let firstByte!: () => void;
+      const started = new Promise<void>((r) => {
+        firstByte = r;
+      });
+      const first = get(h.url, path, { onFirstByte: () => firstByte() });
+      await started;
+      // Well past the budget: the first render no longer keeps its start.
+      await waitFor(() => peak > 0, 5_000);
+      await new Promise((r) => setTimeout(r, 400));
+      const late = await get(h.url, path);
+      const early = await first;
+      expect(early.status).toBe(200);
+      expect(late.status).toBe(200);
+      expect(early.body.length).toBe(BLOCKS * BLOCK);
+      expect(late.body.length).toBe(BLOCKS * BLOCK);
+      expect(early.headers['x-audio-proxy']).toBe('MISS');
+      expect(late.headers['x-audio-proxy']).toBe('MISS'); // its own render, not a partial replay
+    } finally {
+      clearInterval(sampler);
+    }
+    expect(peak).toBeGreaterThan(0);
+    expect(peak).toBeLessThanOrEqual(BUDGET);
+    await waitFor(() => h!.proxy.renders.live === 0, 10_000);
+    expect(h.proxy.renders.backlogBytes).toBe(0);
+    // The tee got every byte: the stored variant is whole.
+    let hit = await get(h.url, path);
+    await waitFor(async () => {
+      hit = await get(h!.url, path);
+      return hit.headers['x-audio-proxy'] === 'HIT';
+    }, 10_000);
+    expect(hit.body.length).toBe(BLOCKS * BLOCK);
+  }, 60_000);
+
   it('every coordinator and its backlog are collected after their linger', async () => {
     const gc = exposeGc();
     const collected = new Set<string>();
