@@ -88,6 +88,7 @@ describe('every render is owned to its end', () => {
       expect(errors.length).toBe(fiveHundreds);
       for (const e of errors) {
         expect(e.req?.method).toBe('GET');
+        expect(e.stage).toBe('render_start');
         expect(e.err?.message).toMatch(/channels/);
       }
       expect(internalErrors(await scrape(h))).toBe(fiveHundreds);
