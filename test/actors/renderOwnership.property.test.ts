@@ -6,6 +6,7 @@
  * delivery at which to throw, on its first, second or third passage:
  *
  * - `renderInput`: building the render's input (argv) for a request;
+ * - `createActor`: creating the coordinator (an inspection observer that throws makes it throw);
  * - `supervise`: the coordinator exists but has not started (the system taking it over);
  * - `teeHook`: the store's tee being hooked onto the coordinator;
  * - `poolRun` / `poolReject`: the worker pool refusing the task, synchronously or not;
@@ -21,7 +22,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Actor, createActor } from 'xstate';
+import { type Actor, createActor, type InspectionEvent } from 'xstate';
 import { RenderService } from '../../src/actors/renderService.js';
 import { stats } from '../../src/actors/semaphoreClient.js';
 import { TeeService } from '../../src/actors/teeService.js';
@@ -46,6 +47,7 @@ import { spawnLogger, waitFor } from '../integration/harness.js';
 
 const POINTS = [
   'renderInput',
+  'createActor',
   'supervise',
   'teeHook',
   'poolRun',
@@ -143,6 +145,12 @@ function system(fault: Fault) {
     tees,
     backlogBudget: budget,
     supervise: () => fault.hit('supervise'),
+    inspect: (event: InspectionEvent) => {
+      const logic = (event.actorRef as { logic?: { id?: string } }).logic;
+      if (event.type === '@xstate.actor' && logic?.id === 'renderCoordinator') {
+        fault.hit('createActor');
+      }
+    },
     renderInput: (request: RenderRequest) => {
       fault.hit('renderInput');
       return {
@@ -270,7 +278,17 @@ describe('render ownership under injected faults', () => {
           (sys.semaphore as Actor<typeof semaphoreMachine>).stop();
         },
       ),
-      { numRuns: RUNS, seed: 14, endOnFailure: true },
+      {
+        numRuns: RUNS,
+        seed: 14,
+        endOnFailure: true,
+        // Every point at least once, on its first passage, whatever the seed draws.
+        examples: POINTS.map((p): [Point, number, { key: 'a' | 'b'; delayMs: number }[]] => [
+          p,
+          1,
+          [{ key: 'a', delayMs: 0 }],
+        ]),
+      },
     );
     // The property is only as good as the faults it really injected.
     expect([...fired].sort()).toEqual(POINTS.filter((p) => p !== 'none').sort());
