@@ -58,6 +58,11 @@ const BENCHES: Record<string, { file: string; flags?: string[]; about: string }>
     flags: ['--expose-gc'],
     about: 'latency and memory across worker-pool recycles',
   },
+  soak: {
+    file: 'soak.ts',
+    flags: ['--expose-gc'],
+    about: '2,000 renders (--renders N): RSS, heap, fds, slots, children at start/middle/end',
+  },
   'cluster-dispatch': {
     file: 'cluster-dispatch.ts',
     about: 'selectAndReserve + release through Redis with 3 nodes: p50/p99 and pairs/s vs PING',

@@ -73,6 +73,9 @@ export const DEFAULT_WAITING_ROOM_HEARTBEAT_S = 30;
 export const DEFAULT_WAITING_ROOM_MAX_LENGTH = 100;
 /** Share of the render slots the room may reserve by default: half, so ticketless traffic keeps the rest. */
 export const DEFAULT_WAITING_ROOM_SLOT_SHARE = 0.5;
+/** Bytes all renders' backlogs may hold in memory together: a few whole lossless variants
+ *  coalescing at once; past it a render stops keeping its backlog and late requests re-render. */
+export const DEFAULT_BACKLOG_BUDGET_BYTES = 256 * 1024 * 1024;
 /** Bytes of hot variant bodies kept in memory for HIT serving (0 = off). */
 export const DEFAULT_HIT_CACHE_BYTES = 64 * 1024 * 1024;
 /** Cluster render-claim and membership lease, in ms: renewed every third of it, so a busy node
@@ -217,6 +220,8 @@ export interface Config {
   readonly waitingRoomSlots: number;
   /** The waiting room's session cookie carries `Secure`. @default false */
   readonly cookieSecure: boolean;
+  /** Bytes every render's backlog may hold in memory together. @default 256 MiB */
+  readonly backlogBudgetBytes: number;
   /** In-memory bound for hot variant bodies served as HITs; 0 = off. @default 64 MiB */
   readonly hitCacheBytes: number;
   /** Niceness (0–19) every ffmpeg and ffprobe child runs at. @default 10 */
@@ -409,7 +414,14 @@ export const CONFIG_VARIABLES = [
     section: S_LIMITS,
     default: 'the effective `AP_MAX_SRC_BYTES`',
     rule: `${RULE.positive}; may exceed \`AP_MAX_SRC_BYTES\``,
-    doc: 'Most bytes one render may hold in memory for its slowest reader.',
+    doc: 'Most bytes one render may produce (over it the render fails); what renders keep in memory is bounded by `AP_BACKLOG_BUDGET_BYTES`.',
+  },
+  {
+    name: 'AP_BACKLOG_BUDGET_BYTES',
+    section: S_LIMITS,
+    default: `\`${DEFAULT_BACKLOG_BUDGET_BYTES}\` (256 MiB)`,
+    rule: `${RULE.nonNegative}; 0 keeps no backlog`,
+    doc: 'Bytes all running renders keep in memory together to replay to late joiners. A render whose next chunk would cross it stops keeping its backlog: its listeners and the store still get every byte, and a later request for the same variant renders afresh.',
   },
   {
     name: 'AP_RENDER_TIMEOUT',
@@ -1400,6 +1412,12 @@ export function loadConfig(env: Env, opts: LoadConfigOptions = {}): Config {
     'positive',
   );
   const cookieSecure = boolean(ld, 'AP_COOKIE_SECURE', false);
+  const backlogBudgetBytes = integer(
+    ld,
+    'AP_BACKLOG_BUDGET_BYTES',
+    DEFAULT_BACKLOG_BUDGET_BYTES,
+    'nonNegative',
+  );
   const hitCacheBytes = integer(ld, 'AP_HIT_CACHE_BYTES', DEFAULT_HIT_CACHE_BYTES, 'nonNegative');
   const ffmpegNice = integer(ld, 'AP_FFMPEG_NICE', DEFAULT_FFMPEG_NICE, 'nice');
   const ffmpegPath = executable(ld, 'AP_FFMPEG_PATH');
@@ -1501,6 +1519,7 @@ export function loadConfig(env: Env, opts: LoadConfigOptions = {}): Config {
     waitingRoomMaxLength,
     waitingRoomSlots,
     cookieSecure,
+    backlogBudgetBytes,
     hitCacheBytes,
     ffmpegNice,
     ffmpegPath,

@@ -52,6 +52,7 @@ import { probeLimiterMachine } from './machines/probeLimiter.js';
 import type { SupervisorState, SupervisorTelemetry } from './machines/processSupervisor.js';
 import { type ReadinessReply, readinessMachine } from './machines/readiness.js';
 import { renderMachine } from './machines/render.js';
+import { createBacklogBudget } from './machines/renderCoordinator.js';
 import { semaphoreMachine } from './machines/semaphore.js';
 import { resolveRemote } from './sources/remote.js';
 import { createVariantStore, type VariantStore } from './store/index.js';
@@ -236,6 +237,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
     renderLogic,
     ...(tees ? { tees } : {}),
     ...inspect,
+    backlogBudget: createBacklogBudget(() => provider.get().backlogBudgetBytes),
     renderInput: (request: RenderRequest) =>
       renderInputFor(request, provider.get(), ffmpeg.path, renderPool),
   });
@@ -301,6 +303,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
     ...(cluster ? { cluster: () => cluster.sample() } : {}),
     slots: () => semaphoreStats(semaphore, 1_000),
     rendersRunning: () => renders.running,
+    backlogBytes: () => renders.backlogBytes,
     extra: async () =>
       [renderPool, probePool].flatMap((p) => {
         const s = supervisorStats(p.supervisor);

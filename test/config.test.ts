@@ -138,6 +138,7 @@ describe('defaults', () => {
     waitingRoomMaxLength: 100,
     waitingRoomSlots: 1, // ⌊3 / 2⌋
     cookieSecure: false,
+    backlogBudgetBytes: 256 * 1024 * 1024,
     hitCacheBytes: 64 * 1024 * 1024,
     ffmpegNice: 10,
     ffmpegPath: undefined,
@@ -972,6 +973,7 @@ describe('one rejected value per variable', () => {
     AP_WAITING_ROOM_SLOTS: { AP_WAITING_ROOM_SLOTS: '0' },
     AP_COOKIE_SECURE: { AP_COOKIE_SECURE: 'sometimes' },
     AP_HIT_CACHE_BYTES: { AP_HIT_CACHE_BYTES: '64MiB' },
+    AP_BACKLOG_BUDGET_BYTES: { AP_BACKLOG_BUDGET_BYTES: '-1' },
     AP_FFMPEG_NICE: { AP_FFMPEG_NICE: '20' },
     AP_FFMPEG_PATH: { AP_FFMPEG_PATH: '/nope/ffmpeg' },
     AP_FFPROBE_PATH: { AP_FFPROBE_PATH: '/nope/ffprobe' },

@@ -17,6 +17,10 @@
  * - **The sync fast path arms nothing.** A callee that answers inside `send` (the usual case)
  *   costs one map-free slot write and one resolved promise: no timer, no listener, no closure.
  *
+ * - **A throwing inbox never reaches the callee.** The throw is published on
+ *   `audio_proxy.internal_error` (stage `notify`), the inbox is removed, and the owner is sent
+ *   `gone(id)` as if the participant had ended, so whatever it held for that id is released.
+ *
  * ## Races
  * - *Reply inside `send`, re-entrantly.* A `notify` handler may call the same actor while it is
  *   still processing; that call's event is queued, not run. The sync slot is saved and restored
@@ -45,6 +49,7 @@ import {
   type MachineContext,
   sendTo,
 } from 'xstate';
+import { publishInternalError } from '../telemetry/channels.js';
 
 /** What every call event carries besides its own fields. */
 export interface CallEnvelope {
@@ -179,7 +184,17 @@ function mailboxOf(actor: AnyActorRef): Mailbox {
     waiting.settle(event.payload);
   });
   actor.on('notify', (event: NotifyEvent) => {
-    box.inboxes.get(event.to)?.(event.message);
+    const handler = box.inboxes.get(event.to);
+    if (handler === undefined) return;
+    try {
+      handler(event.message);
+    } catch (error) {
+      // A participant that throws is a bug: reported, cut off, and gone for its owner (which
+      // then releases whatever it held for it). XState would rethrow it on a timer: a crash.
+      publishInternalError('notify', error);
+      if (box.inboxes.get(event.to) === handler) box.inboxes.delete(event.to);
+      cast(actor, { type: 'gone', id: event.to, reason: { type: 'error', error } });
+    }
   });
   const failAll = () => {
     box.stopped = true;

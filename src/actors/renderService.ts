@@ -5,6 +5,12 @@
  * coordinator exists, so a full queue is a 429 with nothing left registered; joining asks the
  * running coordinator for its backlog in the same transition that adds the subscriber.
  *
+ * ## Invariants
+ * - **One owner per slot, from grant to end.** The render input is built before the semaphore
+ *   is asked (a throw there holds nothing). From the grant until the coordinator has started,
+ *   `#start` owns the slot or queue place and gives it back on any throw (`#abandon`); from the
+ *   coordinator's start on, the coordinator owns it and releases it on every one of its paths.
+ *
  * ## Races
  * - *Grant before the coordinator exists*: the semaphore may notify our slot id between its
  *   `queued` reply and the coordinator's creation, so the inbox is registered **before** the
@@ -24,13 +30,14 @@ import { type Actor, type ActorOptions, type AnyActorLogic, createActor } from '
 import type { ConfigProvider } from '../config.js';
 import type { RenderRequest, SubscribeOutcome } from '../http/handler.js';
 import {
+  type BacklogBudget,
   type JoinReply,
   type RenderFailure,
   renderCoordinatorMachine,
   type SubscriberMessage,
 } from '../machines/renderCoordinator.js';
 import type { AdmissionClass, SlotMessage } from '../machines/semaphore.js';
-import { CallError, call, inbox } from './call.js';
+import { CallError, call, cast, inbox } from './call.js';
 import { watchInto } from './monitor.js';
 import { Registry } from './registry.js';
 import { type TeeService, variantMetadata } from './teeService.js';
@@ -55,6 +62,8 @@ export interface RenderServiceOptions {
   readonly tees?: TeeService;
   /** XState inspection observer for every coordinator (the proxy's `inspect` option). */
   readonly inspect?: ActorOptions<AnyActorLogic>['inspect'];
+  /** The budget every coordinator's backlog draws on (`AP_BACKLOG_BUDGET_BYTES`). */
+  readonly backlogBudget?: BacklogBudget;
 }
 
 let slotSeq = 0;
@@ -74,6 +83,11 @@ export class RenderService {
   /** Coordinators registered (rendering, queued or lingering): the renders_running gauge. */
   get running(): number {
     return this.registry.size;
+  }
+
+  /** Bytes all backlogs hold now (0 without a budget: nothing is counted). */
+  get backlogBytes(): number {
+    return this.#opts.backlogBudget?.heldBytes ?? 0;
   }
 
   /** Coordinators alive, including unregistered ones still cancelling (leak checks). */
@@ -145,6 +159,9 @@ export class RenderService {
     onMessage: (message: SubscriberMessage) => void,
   ) {
     const { semaphore } = this.#opts;
+    // Everything derived from the request is built before the semaphore is asked: a throw here
+    // (argv building, a source the encoders cannot take) has nothing to release.
+    const renderInput = this.#opts.renderInput(request);
     const slotId = `render-${++slotSeq}`;
     let coordinator: CoordinatorActor | null = null;
     const early: SlotMessage[] = [];
@@ -187,38 +204,53 @@ export class RenderService {
         failure: { class: 'queue_full' as const, retryAfterS, detail: 'Render queue is full' },
       };
     }
-    const actor = createActor(this.#machine, {
-      input: {
-        key,
-        admission: admission.type,
-        slotId,
-        semaphore,
-        firstSubscriber: subscriberId,
-        maxVariantBytes: () => this.#opts.config.get().maxVariantBytes,
-        renderInput: this.#opts.renderInput(request),
-      },
-      ...(this.#opts.inspect ? { inspect: this.#opts.inspect } : {}),
-    });
-    coordinator = actor;
-    inbox(actor, subscriberId, onMessage);
-    actor.on('unregister', () => this.registry.unregister(key, actor));
-    const unwatchSlot = watchInto(semaphore, slotId, actor);
-    this.#opts.supervise?.(actor, `renderCoordinator:${key}`);
-    this.#live.add(actor);
-    actor.subscribe({
-      complete: () => {
-        this.#live.delete(actor);
-        offSlot();
-        unwatchSlot();
-      },
-      error: () => {
-        this.#live.delete(actor);
-        offSlot();
-      },
-    });
-    this.#opts.tees?.onRendering(actor, key, variantMetadata(request.options));
-    actor.start();
-    for (const message of early.splice(0)) forward(message);
+    // From here the slot (or the queue place) is held: this function owns it until the
+    // coordinator has started, and the coordinator owns it from then on. Any throw in between
+    // gives it back here, so exactly one owner releases it on every path.
+    let actor: CoordinatorActor | null = null;
+    let started = false;
+    let unwatchSlot: (() => void) | null = null;
+    try {
+      actor = createActor(this.#machine, {
+        input: {
+          key,
+          admission: admission.type,
+          slotId,
+          semaphore,
+          firstSubscriber: subscriberId,
+          maxVariantBytes: () => this.#opts.config.get().maxVariantBytes,
+          ...(this.#opts.backlogBudget ? { backlogBudget: this.#opts.backlogBudget } : {}),
+          renderInput,
+        },
+        ...(this.#opts.inspect ? { inspect: this.#opts.inspect } : {}),
+      });
+      const self = actor;
+      coordinator = self;
+      inbox(self, subscriberId, onMessage);
+      self.on('unregister', () => this.registry.unregister(key, self));
+      unwatchSlot = watchInto(semaphore, slotId, self);
+      this.#opts.supervise?.(self, `renderCoordinator:${key}`);
+      this.#live.add(self);
+      const unwatch = unwatchSlot;
+      self.subscribe({
+        complete: () => {
+          this.#live.delete(self);
+          offSlot();
+          unwatch();
+        },
+        error: () => {
+          this.#live.delete(self);
+          offSlot();
+        },
+      });
+      this.#opts.tees?.onRendering(self, key, variantMetadata(request.options));
+      started = true;
+      self.start();
+      for (const message of early.splice(0)) forward(message);
+    } catch (error) {
+      this.#abandon(slotId, actor, started, offSlot, unwatchSlot);
+      throw error;
+    }
     const snapshot = actor.getSnapshot();
     const state: JoinReply & { type: 'joined' } = {
       type: 'joined',
@@ -230,6 +262,31 @@ export class RenderService {
       backlog: [],
     };
     return { type: 'started' as const, actor, value: state };
+  }
+
+  /**
+   * Gives back what a failed hand-off holds: a started coordinator is told to shut down (it
+   * cancels its render and releases the slot once ffmpeg is dead); before that, the slot or
+   * queue place is released here and the coordinator that never ran is forgotten.
+   */
+  #abandon(
+    slotId: string,
+    actor: CoordinatorActor | null,
+    started: boolean,
+    offSlot: () => void,
+    unwatchSlot: (() => void) | null,
+  ): void {
+    if (actor && started && actor.getSnapshot().status === 'active') {
+      cast(actor, { type: 'shutdown' });
+      return; // its own stop path releases, and its completion observer cleans up
+    }
+    unwatchSlot?.();
+    offSlot();
+    if (actor) {
+      this.#live.delete(actor);
+      actor.stop();
+    }
+    cast(this.#opts.semaphore, { type: 'release', id: slotId });
   }
 
   /** Leaves a coordinator; resolves once the coordinator answered (after any kill it caused). */

@@ -40,7 +40,13 @@ import type { RenderOptions } from '../http/options.js';
 import type { JoinReply, SubscriberMessage } from '../machines/renderCoordinator.js';
 import { TEE_SLACK_MS, type TeeOutput, teeMachine, type WriterEvent } from '../machines/tee.js';
 import { ChunkChannel } from '../store/channel.js';
-import { reasonOf, StoreError, type VariantMetadata, type VariantStore } from '../store/types.js';
+import {
+  reasonOf,
+  type StoredVariant,
+  StoreError,
+  type VariantMetadata,
+  type VariantStore,
+} from '../store/types.js';
 import { publish, RENDER_CHANNELS } from '../telemetry/channels.js';
 import { call, inbox } from './call.js';
 import { watch, watchInto } from './monitor.js';
@@ -71,8 +77,16 @@ export function storeWriter(
     const channel = new ChunkChannel();
     const controller = new AbortController();
     let settled = false;
+    // A store that throws instead of rejecting is a failed write all the same (not a tee that
+    // dies mid-start with its coordinator still counting on it).
+    let put: Promise<StoredVariant>;
+    try {
+      put = store.put(key, channel, metadata, { signal: controller.signal });
+    } catch (error) {
+      put = Promise.reject(error);
+    }
     onPut(
-      store.put(key, channel, metadata, { signal: controller.signal }).then(
+      put.then(
         (stored) => {
           settled = true;
           sendBack({ type: 'writer.committed', size: stored.size });
@@ -153,6 +167,8 @@ export function attachTee(options: AttachTeeOptions): TeeHandle {
     if (early) early.push(message);
     else deliver(message);
   });
+  // Assigned once the actor has started; an actor that ends inside `start` must find it callable.
+  let unwatchCoordinator: () => void = () => {};
   const done = new Promise<TeeOutput>((resolve) => {
     const finish = () => {
       offInbox();
@@ -167,7 +183,7 @@ export function attachTee(options: AttachTeeOptions): TeeHandle {
     actor.subscribe({ complete: finish, error: finish });
   });
   actor.start();
-  const unwatchCoordinator = watch(coordinator, () => deliver({ type: 'coordinator.gone' }));
+  unwatchCoordinator = watch(coordinator, () => deliver({ type: 'coordinator.gone' }));
   watchInto(coordinator, id, actor);
   // `store: true`: the tee keeps the render going for the store, never a slot from a listener.
   call<JoinReply>(coordinator, { type: 'join', id, store: true }).then(

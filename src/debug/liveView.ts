@@ -7,7 +7,9 @@
  * ## Invariants
  * - **Nobody watching costs (almost) nothing**: inspection observers and channel subscribers
  *   exist only while at least one SSE client is connected. `track` of a coordinator then only
- *   puts it in a set, pruned of ended actors on the next `track`.
+ *   puts it in a set, and its ending takes it out.
+ * - **An ended actor is not kept**: a tracked actor leaves the set (and its view) when it
+ *   completes or fails, so the view never holds a finished render's backlog.
  * - **A client sees a full snapshot, then deltas**: `snapshot` (every live actor, recent feed),
  *   then `actor` (one actor's new view), `gone` (an actor ended) and `feed` (telemetry).
  * - **A state change is sent at once; a details-only change is coalesced** into one flush per
@@ -387,6 +389,14 @@ export function createLiveView(options: LiveViewOptions): LiveView {
       const entry: Root = { name, longLived: false, sub: null };
       roots.set(actor, entry);
       if (clients.size > 0) inspect(actor, entry);
+      // Forgotten as soon as it ends, watched or not: a root kept until the next `track` would
+      // keep the last ended coordinator (and its backlog) alive for as long as the process.
+      const ended = () => {
+        if (roots.get(actor) !== entry) return;
+        if (clients.size > 0) prune();
+        else forgetEnded();
+      };
+      actor.subscribe({ complete: ended, error: ended });
     },
 
     handle(req, res, path) {

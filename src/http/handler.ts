@@ -12,6 +12,9 @@
  * The waiting room's endpoints (`/api/v1/queue/*`) issue a ticket only for a join carrying a
  * signed render path, and name sessions only by cookies this process minted (`roomAccess.ts`).
  * A render whose session the room claimed (implicitly or not) sends one `runEnded` when done.
+ * An exception no check anticipated (a bug) is reported on `audio_proxy.internal_error` with its
+ * stage and the request (logged at error level, counted in `audio_proxy_internal_errors_total`),
+ * and answered 500, or the stream torn down when bytes were already sent.
  *
  * ## Races
  * - *Client leaves while waiting or streaming*: the response's `close` is watched and becomes a
@@ -31,7 +34,12 @@ import type { RenderFailure, SubscriberMessage } from '../machines/renderCoordin
 import { localEtagMaterial, resolveLocal } from '../sources/local.js';
 import { authorizeSource, parseSource, type Source } from '../sources/parse.js';
 import type { VariantStore } from '../store/types.js';
-import { RENDER_CHANNELS } from '../telemetry/channels.js';
+import {
+  type InternalErrorRequest,
+  type InternalErrorStage,
+  publishInternalError,
+  RENDER_CHANNELS,
+} from '../telemetry/channels.js';
 import { cacheKey, etagOf, ifNoneMatchMatches, infoEtag } from './cacheKey.js';
 import { corsHeaders, preflightResponse } from './cors.js';
 import { errorResponse, type Failure } from './errors.js';
@@ -207,6 +215,25 @@ interface Exchange {
   endpoint: Endpoint;
   /** Spreads request stages over loop turns under a burst (see `turns.ts`). */
   readonly turns: TurnBudget;
+  /** Where an unexpected exception would be reported from (the metric's `stage` label). */
+  stage: InternalErrorStage;
+}
+
+/** A client's `x-request-id` is logged only if it looks like an id (no log injection). */
+const REQUEST_ID_SHAPE = /^[\w.:-]{1,128}$/;
+
+function requestOf(req: IncomingMessage): InternalErrorRequest {
+  const id = req.headers['x-request-id'];
+  return {
+    method: req.method ?? 'GET',
+    path: (req.url ?? '/').split('?', 1)[0]!,
+    ...(typeof id === 'string' && REQUEST_ID_SHAPE.test(id) ? { id } : {}),
+  };
+}
+
+/** A bug on the request path: logged at error level with the request and counted. */
+function reportInternal(x: Exchange, error: unknown, stage: InternalErrorStage = x.stage): void {
+  publishInternalError(stage, error, requestOf(x.req));
 }
 
 /** Goes on now while the loop turn has budget left, else in a later turn (see `turns.ts`). */
@@ -238,7 +265,15 @@ export function createHandler(services: HandlerServices) {
     const config = services.config.get();
     const method = req.method ?? 'GET';
     const cors = config.allowOrigin ? corsHeaders(config.allowOrigin) : {};
-    const x: Exchange = { req, res, head: method === 'HEAD', cors, endpoint: 'unknown', turns };
+    const x: Exchange = {
+      req,
+      res,
+      head: method === 'HEAD',
+      cors,
+      endpoint: 'unknown',
+      turns,
+      stage: 'request',
+    };
     res.on('close', () => {
       diagnostics.channel(RENDER_CHANNELS.httpRequest).publish({
         endpoint: x.endpoint,
@@ -248,7 +283,9 @@ export function createHandler(services: HandlerServices) {
     try {
       await route(x, config, services, method);
     } catch (error) {
-      // A bug, not a client outcome: answer 500 if nothing was sent yet, else tear down.
+      // A bug, not a client outcome: logged at error level and counted; answer 500 if nothing
+      // was sent yet, else tear down.
+      reportInternal(x, error);
       if (!res.headersSent) fail(x, { type: 'render_failed' });
       else res.destroy(error as Error);
     }
@@ -728,6 +765,20 @@ async function deliver(
   // held and replayed after the backlog, so the seam has no gap and no reordering.
   let early: SubscriberMessage[] | null = [];
   const onMessage = (message: SubscriberMessage) => {
+    try {
+      handleMessage(message);
+    } catch (error) {
+      // A bug while delivering: reported, and the response ends; its close makes us leave.
+      reportInternal(x, error, 'delivery');
+      try {
+        if (!res.headersSent) fail(x, { type: 'render_failed' });
+        else res.destroy();
+      } catch {
+        res.destroy();
+      }
+    }
+  };
+  const handleMessage = (message: SubscriberMessage) => {
     if (early) {
       early.push(message);
       return;
@@ -762,7 +813,18 @@ async function deliver(
   });
 
   arm();
-  const outcome = await services.subscribe(request, id, onMessage);
+  x.stage = 'render_start';
+  let outcome: SubscribeOutcome;
+  try {
+    outcome = await services.subscribe(request, id, onMessage);
+  } catch (error) {
+    // Nothing is held on the render side (the service gave back what it took); this request
+    // ends here, and the top-level catch reports the bug and answers 500.
+    early = null;
+    finish({ ok: false, failure: { class: 'render_failed', detail: 'internal error' } });
+    throw error;
+  }
+  x.stage = 'delivery';
   if (outcome.type === 'failed') {
     early = null;
     if (!finished && outcome.failure.class === 'queue_full' && services.cluster) {

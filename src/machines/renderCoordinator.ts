@@ -14,6 +14,14 @@
  *   the duration of the kill.
  * - **`unsubscribe` by the last subscriber answers only once ffmpeg is dead.**
  * - **Backlog ≤ maxVariantBytes**: the chunk that crosses the cap is neither kept nor sent.
+ * - **All backlogs together ≤ the backlog budget** (`AP_BACKLOG_BUDGET_BYTES`, shared by every
+ *   coordinator): a chunk that would cross it makes this render stop keeping its backlog (the
+ *   bytes kept so far are handed back) and unregister its key. Subscribers already in, the store
+ *   Tee included (it joins at byte 0), still get every byte live; a later request for the key
+ *   starts its own render instead of joining one that can no longer replay its start. A
+ *   re-render costs CPU and a slot; keeping a backlog past the budget would cost unbounded RAM.
+ * - **Nothing is kept once stopped**: `stopped` hands the backlog's bytes back to the budget and
+ *   empties it, whoever still holds a reference to this actor.
  * - **Fail ordering**: the key is unregistered first (`unregister` is emitted), then the failure
  *   is broadcast, so a request that sees the failure can start a fresh render at once.
  * - **An orphan never makes a listener wait.** A render whose listeners have all left while a
@@ -39,7 +47,7 @@
  * ## Events
  * | Event | From | Effect |
  * |---|---|---|
- * | `join(id, store?)` call | subscriber | reply `{ state, backlog, info? }`; add id unless completed |
+ * | `join(id, store?)` call | subscriber | reply `{ state, backlog, info? }`; add id unless completed; `stopping` once the backlog was dropped |
  * | `unsubscribe(id)` call / `gone(id)` | subscriber, monitor | remove; last one cancels |
  * | `slot.granted` / `slot.displaced` | semaphore inbox | start the render / fail with 429 |
  * | `slot.preempted` | semaphore inbox | an orphan: cancel, nothing stored; otherwise ignored |
@@ -102,6 +110,21 @@ export type JoinReply =
   /** The coordinator is on its way out (already unregistered): start or join afresh. */
   | { readonly type: 'stopping' };
 
+/**
+ * The bytes every coordinator's backlog holds, against one limit. Shared by all coordinators
+ * of a proxy and changed only by their actions (append, drop, stop), so it never drifts.
+ */
+export interface BacklogBudget {
+  /** Read on every chunk (config provider). */
+  readonly limitBytes: () => number;
+  /** Bytes held in backlogs right now. */
+  heldBytes: number;
+}
+
+export function createBacklogBudget(limitBytes: () => number): BacklogBudget {
+  return { limitBytes, heldBytes: 0 };
+}
+
 export interface RenderCoordinatorInput {
   readonly key: string;
   /** Outcome of the semaphore request made before this actor was created. */
@@ -112,6 +135,8 @@ export interface RenderCoordinatorInput {
   readonly firstSubscriber: string;
   /** Read on every chunk (config provider). */
   readonly maxVariantBytes: () => number;
+  /** The budget all backlogs share (absent: backlogs are bounded by maxVariantBytes only). */
+  readonly backlogBudget?: BacklogBudget;
   /** Passed through to the `render` actor. */
   readonly renderInput: unknown;
 }
@@ -155,6 +180,11 @@ export interface RenderCoordinatorContext {
   /** The subscribers that joined with `store: true`: they never keep a slot from a listener. */
   readonly storeSubscribers: Set<string>;
   readonly backlog: Buffer[];
+  readonly backlogBudget: BacklogBudget | null;
+  /** Bytes of `backlog` charged to the budget. */
+  keptBytes: number;
+  /** False once the backlog was dropped for the budget: no join can be replayed from it. */
+  keeping: boolean;
   bytes: number;
   info: RenderInfo | null;
   pid: number | null;
@@ -208,6 +238,12 @@ export const renderCoordinatorMachine = setup({
     overCap: ({ context, event }) =>
       event.type === 'render.chunk' &&
       context.bytes + event.data.length > context.maxVariantBytes(),
+    overBudget: ({ context, event }) =>
+      event.type === 'render.chunk' &&
+      context.keeping &&
+      context.backlogBudget !== null &&
+      context.backlogBudget.heldBytes + event.data.length > context.backlogBudget.limitBytes(),
+    backlogDropped: ({ context }) => !context.keeping,
   },
   actions: {
     addSubscriber: ({ context, event }) => {
@@ -275,11 +311,24 @@ export const renderCoordinatorMachine = setup({
     })),
     appendAndBroadcast: enqueueActions(({ context, event, enqueue }) => {
       if (event.type !== 'render.chunk') return;
-      context.backlog.push(event.data);
+      if (context.keeping) {
+        context.backlog.push(event.data);
+        context.keptBytes += event.data.length;
+        if (context.backlogBudget) context.backlogBudget.heldBytes += event.data.length;
+      }
       context.bytes += event.data.length;
       const message: SubscriberMessage = { type: 'chunk', data: event.data };
       for (const id of context.subscribers) enqueue.emit({ type: 'notify', to: id, message });
     }),
+    /** Hands the backlog's bytes back to the budget and forgets them (`keeping` unchanged). */
+    releaseBacklog: ({ context }) => {
+      if (context.backlogBudget) context.backlogBudget.heldBytes -= context.keptBytes;
+      context.keptBytes = 0;
+      context.backlog.length = 0;
+    },
+    stopKeeping: ({ context }) => {
+      context.keeping = false;
+    },
     recordPid: assign({ pid: ({ event }) => (event.type === 'render.pid' ? event.pid : null) }),
     recordDone: assign({
       info: ({ context }) => ({ exitStatus: 0 as const, bytes: context.bytes }),
@@ -347,6 +396,9 @@ export const renderCoordinatorMachine = setup({
     subscribers: new Set([input.firstSubscriber]),
     storeSubscribers: new Set(),
     backlog: [],
+    backlogBudget: input.backlogBudget ?? null,
+    keptBytes: 0,
+    keeping: true,
     bytes: 0,
     info: null,
     pid: null,
@@ -439,6 +491,8 @@ export const renderCoordinatorMachine = setup({
         streaming: {
           on: {
             join: [
+              // The start of the output is gone: the joiner starts its own render.
+              { guard: 'backlogDropped', actions: 'replyStopping' },
               {
                 guard: 'adoptsOrphan',
                 actions: [
@@ -491,6 +545,16 @@ export const renderCoordinatorMachine = setup({
                     }),
                   },
                   { type: 'telemetry', params: { event: 'failed' } },
+                ],
+              },
+              {
+                guard: 'overBudget',
+                actions: [
+                  'releaseBacklog',
+                  'stopKeeping',
+                  'unregister',
+                  'ackChunk',
+                  'appendAndBroadcast',
                 ],
               },
               { actions: ['ackChunk', 'appendAndBroadcast'] },
@@ -573,14 +637,18 @@ export const renderCoordinatorMachine = setup({
     completed: {
       after: { linger: { target: 'stopped' } },
       on: {
-        join: {
-          actions: ['notifyJoinerDone', { type: 'replyJoin', params: { state: 'completed' } }],
-        },
+        join: [
+          // Already unregistered; a joiner that reached us anyway cannot get the whole output.
+          { guard: 'backlogDropped', actions: 'replyStopping' },
+          {
+            actions: ['notifyJoinerDone', { type: 'replyJoin', params: { state: 'completed' } }],
+          },
+        ],
         unsubscribe: { actions: ['removeSubscriber', 'replyOk'] },
         gone: { actions: 'removeSubscriber' },
         shutdown: { target: 'stopped', actions: 'replyOk' },
       },
     },
-    stopped: { type: 'final' },
+    stopped: { type: 'final', entry: 'releaseBacklog' },
   },
 });

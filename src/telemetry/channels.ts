@@ -21,6 +21,7 @@
  * | `audio_proxy.semaphore.*` | `{ measurements, metadata }` (see `machines/semaphore.ts`) | slot and queue changes, counts after the event |
  * | `audio_proxy.probe_limiter.*` | `{ measurements, metadata }` (see `machines/probeLimiter.ts`) | probe slot changes, counts after the event |
  * | `audio_proxy.render.*`, `.cache.lookup`, `.variant_store.write_failure` | published by their owners | the render span, cache lookups, store failures |
+ * | `audio_proxy.internal_error` | `{ stage, error, req? }` | an unexpected exception on the request path (logged at error, counted) |
  */
 import diagnosticsChannel from 'node:diagnostics_channel';
 import type { AnyActorRef } from 'xstate';
@@ -56,7 +57,42 @@ export const RENDER_CHANNELS = {
   httpRequest: 'audio_proxy.http.request',
   semaphoreRejected: 'audio_proxy.semaphore.rejected',
   semaphorePreempted: 'audio_proxy.semaphore.preempted',
+  internalError: 'audio_proxy.internal_error',
 } as const;
+
+/**
+ * Where an unexpected exception (a bug, never a client outcome) was caught: a closed set, since
+ * it is a metric label. `request`: the handler, outside a render; `render_start`: the hand-off
+ * from admission to a running coordinator; `delivery`: streaming a render's messages to a client;
+ * `notify`: an actor's message to a participant (a subscriber, a tee, a waiter) threw.
+ */
+export const INTERNAL_ERROR_STAGES = ['request', 'render_start', 'delivery', 'notify'] as const;
+export type InternalErrorStage = (typeof INTERNAL_ERROR_STAGES)[number];
+
+/** The request an internal error happened under, as logged. */
+export interface InternalErrorRequest {
+  readonly method: string;
+  readonly path: string;
+  /** The client's `x-request-id`, if it sent one. */
+  readonly id?: string;
+}
+
+/**
+ * Publishes an unexpected exception on `audio_proxy.internal_error` as
+ * `{ stage, error, req? }`: the proxy logs it at error level and counts it. Never throws.
+ */
+export function publishInternalError(
+  stage: InternalErrorStage,
+  error: unknown,
+  req?: InternalErrorRequest,
+): void {
+  try {
+    const channel = diagnosticsChannel.channel(RENDER_CHANNELS.internalError);
+    if (channel.hasSubscribers) channel.publish({ stage, error, ...(req ? { req } : {}) });
+  } catch {
+    // reporting a bug must never become a second one
+  }
+}
 
 /** Every process-supervisor transition (message: `{ pool, from, to, … }`). */
 export const WORKER_POOL_TRANSITION_CHANNEL = 'audio_proxy.worker_pool.transition';
@@ -67,6 +103,7 @@ export const CHANNELS = [
   RENDER_CHANNELS.cacheLookup,
   RENDER_CHANNELS.writeFailure,
   RENDER_CHANNELS.httpRequest,
+  RENDER_CHANNELS.internalError,
   WORKER_POOL_TRANSITION_CHANNEL,
   ...SEMAPHORE_CHANNELS,
   ...PROBE_LIMITER_CHANNELS,

@@ -5,10 +5,14 @@
  * `AP_LOG_LEVEL` speaks the original's vocabulary (`debug`, `info`, `warning`, `error`); pino
  * calls the third one `warn`. Render failure details can quote ffmpeg's stderr, which may quote
  * a presigned source URL, so query strings are redacted before they are logged.
+ *
+ * An unexpected exception anywhere on the request path (`audio_proxy.internal_error`) is one
+ * error-level line: `stage`, `req` (`method`, `path` redacted, `id` from `x-request-id`) and
+ * `err` (the cause, with its stack).
  */
 import diagnostics from 'node:diagnostics_channel';
 import { type DestinationStream, type Logger, pino } from 'pino';
-import { RENDER_CHANNELS } from './channels.js';
+import { type InternalErrorRequest, RENDER_CHANNELS } from './channels.js';
 
 export type LogLevel = 'debug' | 'info' | 'warning' | 'error';
 
@@ -36,6 +40,18 @@ export function attachRenderLog(logger: Logger): () => void {
         const e = m as Record<string, unknown>;
         const detail = typeof e.detail === 'string' ? redact(e.detail) : undefined;
         logger.warn({ event: 'render.exception', ...e, detail }, 'render failed');
+      },
+    ],
+    [
+      RENDER_CHANNELS.internalError,
+      (m) => {
+        const e = m as { stage?: unknown; error?: unknown; req?: InternalErrorRequest };
+        const req = e.req ? { ...e.req, path: redact(e.req.path) } : undefined;
+        const err = e.error instanceof Error ? e.error : new Error(String(e.error));
+        logger.error(
+          { event: 'internal_error', stage: e.stage, ...(req ? { req } : {}), err },
+          'internal error',
+        );
       },
     ],
     [

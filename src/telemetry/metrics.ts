@@ -17,7 +17,7 @@
  */
 import diagnostics from 'node:diagnostics_channel';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { RENDER_CHANNELS } from './channels.js';
+import { INTERNAL_ERROR_STAGES, RENDER_CHANNELS } from './channels.js';
 
 /** Fixed buckets, in seconds: from sub-second previews to the 300 s default render timeout. */
 export const RENDER_DURATION_BUCKETS_S = [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
@@ -36,6 +36,7 @@ const OUTCOMES = new Set([
   'queue_full',
 ]);
 const LOOKUPS = new Set(['hit', 'miss', 'coalesced']);
+const STAGES = new Set<string>(INTERNAL_ERROR_STAGES);
 const ENDPOINTS = new Set(['render', 'info', 'health', 'ready', 'metrics', 'preflight', 'unknown']);
 
 const closed = (set: Set<string>, value: unknown) =>
@@ -51,6 +52,8 @@ export interface GaugeSources {
   }>;
   /** Coordinators registered (rendering, queued or lingering). */
   readonly rendersRunning: () => number;
+  /** Bytes every render's backlog holds now (`AP_BACKLOG_BUDGET_BYTES` bounds it). */
+  readonly backlogBytes?: () => number;
   /** Cluster mode's state and counts (absent: a single node; its metrics read 0). */
   readonly cluster?: () => Promise<ClusterSample>;
   /** Optional extra gauges contributed by other owners (e.g. the process supervisors). */
@@ -103,6 +106,7 @@ export class Metrics {
   readonly #preempted: Counter;
   readonly #writeFailures: Counter;
   readonly #http: Counter<'endpoint' | 'status'>;
+  readonly #internalErrors: Counter<'stage'>;
   readonly #sources: GaugeSources;
 
   constructor(sources: GaugeSources) {
@@ -148,6 +152,13 @@ export class Metrics {
       labelNames: ['endpoint', 'status'],
       registers,
     });
+    this.#internalErrors = new Counter({
+      name: 'audio_proxy_internal_errors_total',
+      help: 'Unexpected exceptions on the request path (bugs, logged at error), by stage.',
+      labelNames: ['stage'],
+      registers,
+    });
+    for (const stage of INTERNAL_ERROR_STAGES) this.#internalErrors.inc({ stage }, 0);
     const gauge = (
       name: string,
       help: string,
@@ -188,6 +199,15 @@ export class Metrics {
       },
     });
 
+    new Gauge({
+      name: 'audio_proxy_render_backlog_bytes',
+      help: 'Bytes all render backlogs hold in memory (bounded by AP_BACKLOG_BUDGET_BYTES).',
+      registers,
+      collect(this: Gauge) {
+        this.set(sources.backlogBytes?.() ?? 0);
+      },
+    });
+
     this.#clusterMetrics(sources, registers);
 
     this.#on(RENDER_CHANNELS.stop, (m) => this.#finished(m, 'success'));
@@ -198,6 +218,9 @@ export class Metrics {
     this.#on(RENDER_CHANNELS.semaphoreRejected, () => this.#rejections.inc());
     this.#on(RENDER_CHANNELS.semaphorePreempted, () => this.#preempted.inc());
     this.#on(RENDER_CHANNELS.writeFailure, () => this.#writeFailures.inc());
+    this.#on(RENDER_CHANNELS.internalError, (m) =>
+      this.#internalErrors.inc({ stage: closed(STAGES, m.stage) }),
+    );
     this.#on(RENDER_CHANNELS.httpRequest, (m) => {
       const status =
         typeof m.status === 'number' && m.status >= 100 && m.status < 600

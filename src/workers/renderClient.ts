@@ -15,6 +15,8 @@
  *   be recycled), and checks the start time it read at spawn before every signal.
  * - **A thread is terminated (task aborted) only after its ffmpeg was killed**: the other order
  *   would orphan ffmpeg with nobody left to reap it.
+ * - **Nothing outlives the task**: settling releases the Comlink control proxy and closes the
+ *   port, so no registry or listener keeps the callbacks (and what they reach) alive.
  * - **Acks are coalesced, never withheld from a waiting worker**: they are sent once half the
  *   window is unacknowledged at the worker, which pauses only at the full mark. Every message
  *   costs both threads a wake-up, so this saves one round trip per chunk.
@@ -151,7 +153,14 @@ class TaskClient<O extends { type: string }> implements TaskHandle {
       ...(spec.flushMs !== undefined ? { flushMs: spec.flushMs } : {}),
       port: port2,
     };
-    const running = pool.run<O>(task, { signal: this.#abort.signal, transferList: [port2] });
+    let running: Promise<O>;
+    try {
+      running = pool.run<O>(task, { signal: this.#abort.signal, transferList: [port2] });
+    } catch (error) {
+      // A pool that refuses synchronously is a refusal like any other: settled through the
+      // rejection path, so the port is closed and the proxy released all the same.
+      running = Promise.reject(error);
+    }
     const over = () => {
       this.#taskOver = true;
     };
@@ -281,6 +290,10 @@ class TaskClient<O extends { type: string }> implements TaskHandle {
     this.#outcome = outcome;
     if (this.#watchdog) clearTimeout(this.#watchdog);
     this.#watchdog = null;
+    // Comlink's finalization registry holds the endpoint strongly until the proxy is collected,
+    // and the endpoint reaches the proxy back (port → sink → this): without the release, every
+    // finished task (and the coordinator and backlog its callbacks reach) stays alive forever.
+    void this.#control[Comlink.releaseProxy]();
     this.#port.close();
     if (!this.#detached) this.#callbacks.onSettled(outcome);
   }

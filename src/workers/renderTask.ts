@@ -19,6 +19,8 @@
  *   is never sent while chunks are held back.
  * - **The timeout bounds ffmpeg's run**: armed at spawn, cleared at its exit, never at drain.
  * - **A clean exit is `done` whatever stderr says**; stderr is classified only on a failure.
+ * - **Nothing outlives the run in the thread**: settling releases the Comlink sink proxy and
+ *   closes the port, so no registry keeps a finished run (its child, its buffers) reachable.
  *
  * ## Races
  * - *Cancel vs. natural exit*: the first stop reason wins; a cancel after the exit kills nothing
@@ -347,8 +349,16 @@ abstract class ProcessRun<O> {
     this.onSettle();
     // Closed after the microtasks that post pending Comlink replies (a `cancel` answered in
     // this same turn), so the main thread never waits on a reply that was never sent.
-    const { port } = this;
-    if (port) setImmediate(() => port.close());
+    const { port, sink } = this;
+    if (port) {
+      setImmediate(() => {
+        // Comlink's finalization registry holds the endpoint until the sink proxy is collected,
+        // and the endpoint's listeners reach this run (and the proxy) back: released, or every
+        // finished run stays in the thread until it is recycled.
+        void sink?.[Comlink.releaseProxy]();
+        port.close();
+      });
+    }
     this.#resolve(this.outcome());
   }
 

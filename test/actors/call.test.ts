@@ -3,6 +3,7 @@
 // callee stopped before, during and inside `send`, late replies dropped and never delivered to
 // another caller, re-entrant calls from a notify handler, and pendingCalls() back at 0.
 // The sync fast path is checked to arm no timer at all.
+import diagnostics from 'node:diagnostics_channel';
 import { getEventListeners } from 'node:events';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { assign, createActor, emit, sendTo, setup } from 'xstate';
@@ -438,6 +439,43 @@ describe('cast', () => {
 });
 
 describe('inbox and notify', () => {
+  it('a throwing inbox is reported, cut off and made a gone for its owner, never a crash', () => {
+    const owner = createActor(
+      setup({
+        types: {} as {
+          context: { gone: string[] };
+          events: { type: 'tell'; to: string } | { type: 'gone'; id: string };
+          emitted: any;
+        },
+      }).createMachine({
+        context: { gone: [] },
+        on: {
+          tell: { actions: emit(({ event }) => ({ type: 'notify', to: event.to, message: 1 })) },
+          gone: { actions: assign({ gone: ({ context, event }) => [...context.gone, event.id] }) },
+        },
+      }),
+    ).start();
+    const published: unknown[] = [];
+    const listener = (m: unknown) => published.push(m);
+    diagnostics.subscribe('audio_proxy.internal_error', listener);
+    try {
+      const broken = vi.fn(() => {
+        throw new Error('consumer bug');
+      });
+      inbox(owner, 'x', broken);
+      owner.send({ type: 'tell', to: 'x' });
+      owner.send({ type: 'tell', to: 'x' });
+      expect(broken).toHaveBeenCalledTimes(1);
+      expect(owner.getSnapshot().context.gone).toEqual(['x']);
+      expect(published).toEqual([{ stage: 'notify', error: new Error('consumer bug') }]);
+      // A crash would come from the timer XState arms to rethrow an unhandled listener error.
+      expect(() => vi.runAllTimers()).not.toThrow();
+    } finally {
+      diagnostics.unsubscribe('audio_proxy.internal_error', listener);
+      owner.stop();
+    }
+  });
+
   it('routes a notify only to the inbox of its participant', async () => {
     const actor = start();
     const a = vi.fn();

@@ -37,6 +37,7 @@ import {
 import { readinessMachine } from '../../src/machines/readiness.js';
 import { type RenderContext, renderMachine } from '../../src/machines/render.js';
 import {
+  createBacklogBudget,
   type RenderCoordinatorContext,
   renderCoordinatorMachine,
 } from '../../src/machines/renderCoordinator.js';
@@ -272,13 +273,15 @@ const probeCoordinator: GraphModel<{ limiter: AnyActorRef }> = {
 
 const MAX_VARIANT_BYTES = 8;
 const CHUNK = Buffer.from('12345'); // two of them cross the cap
+const BACKLOG_BUDGET_BYTES = 5; // one CHUNK fills it: a small chunk after it drops the backlog
+const SMALL_CHUNK = Buffer.from('1');
 
 function renderCoordinator(
   admission: 'granted' | 'queued',
 ): GraphModel<{ semaphore: AnyActorRef }> {
   return {
     name: 'renderCoordinator',
-    variant: `admission ${admission}, subscribers s1 and s2, cap ${MAX_VARIANT_BYTES} bytes`,
+    variant: `admission ${admission}, subscribers s1 and s2, cap ${MAX_VARIANT_BYTES} bytes, backlog budget ${BACKLOG_BUDGET_BYTES} bytes`,
     machine: renderCoordinatorMachine,
     provide: (io) => renderCoordinatorMachine.provide({ actors: { render: io.promise() } }),
     env: () => ({
@@ -291,6 +294,7 @@ function renderCoordinator(
       semaphore: env.semaphore,
       firstSubscriber: 's1',
       maxVariantBytes: () => MAX_VARIANT_BYTES,
+      backlogBudget: createBacklogBudget(() => BACKLOG_BUDGET_BYTES),
       renderInput: {},
     }),
     events: (s) =>
@@ -313,7 +317,10 @@ function renderCoordinator(
         'slot.displaced': [{ type: 'slot.displaced', retryAfterS: 3 }],
         'slot.preempted': [{ type: 'slot.preempted' }],
         'render.pid': [{ type: 'render.pid', pid: 4242 }],
-        'render.chunk': [{ type: 'render.chunk', data: CHUNK }],
+        'render.chunk': [
+          { type: 'render.chunk', data: CHUNK },
+          { type: 'render.chunk', data: SMALL_CHUNK },
+        ],
         'render.done': [{ type: 'render.done', info: { bytes: 5 } }],
         'render.error': [{ type: 'render.error', failure: { class: 'render_failed' } }],
         'render.cancelled': [{ type: 'render.cancelled' }],
@@ -329,6 +336,7 @@ function renderCoordinator(
         [...c.subscribers].sort(),
         [...c.storeSubscribers].sort(),
         c.bytes,
+        c.keeping,
         capped(c.parked.length),
         c.info !== null,
         c.pid !== null,
@@ -341,6 +349,8 @@ function renderCoordinator(
         subscribers: new Set(c.subscribers),
         storeSubscribers: new Set(c.storeSubscribers),
         backlog: [...c.backlog],
+        // Each planned branch charges its own copy of the shared budget.
+        backlogBudget: c.backlogBudget && { ...c.backlogBudget },
         parked: [...c.parked],
       };
       return { ...s, context } as Snapshot;

@@ -58,7 +58,14 @@ export async function spawnLogger(target: string, args: readonly string[] = []) 
 
 export async function startHarness(
   env: Record<string, string> = {},
-  opts: { ffmpegTarget?: string; ffmpegArgs?: readonly string[] } = {},
+  opts: {
+    ffmpegTarget?: string;
+    ffmpegArgs?: readonly string[];
+    /** Receives the proxy's logs (default: silent). */
+    logger?: import('pino').Logger;
+    /** The proxy's `inspect` option (XState inspection events). */
+    inspect?: import('../../src/inspect.js').InspectOption;
+  } = {},
 ): Promise<Harness> {
   const fixtures = await makeFixtures();
   const realFfmpeg = resolveFfmpeg({ env: process.env }).path;
@@ -73,8 +80,12 @@ export async function startHarness(
       ...env,
     }),
   );
-  const silent = (await import('pino')).pino({ level: 'silent' });
-  const proxy = await createAudioProxy({ config, logger: silent });
+  const logger_ = opts.logger ?? (await import('pino')).pino({ level: 'silent' });
+  const proxy = await createAudioProxy({
+    config,
+    logger: logger_,
+    ...(opts.inspect ? { inspect: opts.inspect } : {}),
+  });
   const { url, metricsUrl } = await proxy.listen({
     host: '127.0.0.1',
     port: 0,
