@@ -1,7 +1,8 @@
 /**
  * The `audio-proxy` command.
  *
- *   audio-proxy serve          run with the AP_* environment (production)
+ *   audio-proxy serve          run with the AP_* environment (production); listens on
+ *                              AP_BIND:AP_PORT (every interface unless AP_BIND says otherwise)
  *   audio-proxy demo           run on 127.0.0.1:4000 over a generated demo library, no config
  *   audio-proxy inspect        the demo, every actor streamed to a Stately inspector relay
  *   audio-proxy sign <path>    print the signed URL path for `/<options>/<source>` (AP_KEY, AP_SALT)
@@ -19,7 +20,8 @@ import { resolveFfmpeg } from './workers/ffmpegPath.js';
 
 const USAGE = `usage: audio-proxy <command>
 
-  serve            run the proxy with the AP_* environment
+  serve            run the proxy with the AP_* environment, listening on AP_BIND:AP_PORT
+                   (AP_BIND unset: every interface; AP_BIND=127.0.0.1: this host only)
   demo             run on http://127.0.0.1:4000 over a built-in demo library (no config needed)
   inspect [--inspector-port N]
                    the demo, with every actor streamed to a Stately inspector relay on port N

@@ -122,7 +122,9 @@ export interface AudioProxy {
   readonly metricsHandler: (req: IncomingMessage, res: ServerResponse) => Promise<void>;
   /** Starts both listeners; resolves with their bound addresses. */
   listen(options?: {
+    /** @default the config's `bind` (`AP_BIND`), else every interface */
     host?: string;
+    /** @default the config's `port` */
     port?: number;
     metricsHost?: string;
     metricsPort?: number;
@@ -553,7 +555,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
       gate = gateConnections(publicServer, turns);
       await new Promise<void>((resolve) =>
         gate!.listener.listen(
-          { port: opts.port ?? c.port, host: opts.host, backlog: LISTEN_BACKLOG },
+          { port: opts.port ?? c.port, host: opts.host ?? c.bind, backlog: LISTEN_BACKLOG },
           resolve,
         ),
       );
