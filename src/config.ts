@@ -607,7 +607,7 @@ export const CONFIG_VARIABLES = [
     section: S_CLUSTER,
     default: 'unset: the node runs alone',
     rule: RULE.redisUrl,
-    doc: 'Turns cluster mode on: membership, one render per key across nodes, and hand-off of a full queue to a peer. Redis unreachable or slow, each node acts alone. The password is never echoed.',
+    doc: 'Turns cluster mode on: membership, one render per key across nodes, and hand-off of a full queue to a peer. Redis unreachable or slow, each node acts alone. The password is never echoed. Needs `AP_KEY` and `AP_SALT`, the same on every node: forwards between nodes are authenticated with a key derived from them.',
   },
   {
     name: 'AP_CLUSTER_NODE_ID',
@@ -1434,6 +1434,14 @@ export function loadConfig(env: Env, opts: LoadConfigOptions = {}): Config {
     );
   }
 
+  if (clusterRedisUrl !== undefined && (key === undefined || salt === undefined)) {
+    if (ld.ok('AP_KEY', 'AP_SALT')) {
+      ld.fail(
+        'AP_CLUSTER_REDIS_URL',
+        'AP_CLUSTER_REDIS_URL needs AP_KEY and AP_SALT (the same on every node): nodes authenticate the requests they forward to each other with a key derived from them, and a request claiming to be forwarded without it is served as a client’s',
+      );
+    }
+  }
   if (clusterRedisUrl !== undefined && clusterAdvertiseUrl === undefined) {
     if (ld.ok('AP_CLUSTER_ADVERTISE_URL')) {
       ld.fail(

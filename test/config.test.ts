@@ -760,6 +760,20 @@ describe('the AP_VARIANT_S3_* group', () => {
   });
 });
 
+describe('cluster mode', () => {
+  const cluster = {
+    AP_CLUSTER_REDIS_URL: 'redis://127.0.0.1:6379',
+    AP_CLUSTER_ADVERTISE_URL: 'http://10.0.0.7:4000',
+  };
+  it('needs AP_KEY and AP_SALT: they authenticate the forwards between nodes', () => {
+    expect(problem(cluster)).toContain('AP_KEY and AP_SALT');
+    expect(problem({ ...cluster, AP_KEY: 'ab'.repeat(32) })).toContain('AP_CLUSTER_REDIS_URL');
+    expect(load({ ...cluster, AP_KEY: 'ab'.repeat(32), AP_SALT: '00' }).clusterRedisUrl).toBe(
+      'redis://127.0.0.1:6379',
+    );
+  });
+});
+
 describe('public listener address', () => {
   it.each(['127.0.0.1', '0.0.0.0', '::', '::1', '10.1.2.3'])('AP_BIND=%s is accepted', (ip) => {
     expect(load({ AP_BIND: ip }).bind).toBe(ip);
