@@ -47,7 +47,7 @@ import { type AcceptGate, gateConnections } from './http/acceptGate.js';
 import { errorResponse } from './http/errors.js';
 import { createHandler, type RenderRequest, type ResolvedSource } from './http/handler.js';
 import { TurnBudget } from './http/turns.js';
-import { type InspectOption, openInspection } from './inspect.js';
+import { type InspectOption, inspectRedactions, openInspection } from './inspect.js';
 import { probeLimiterMachine } from './machines/probeLimiter.js';
 import type { SupervisorState, SupervisorTelemetry } from './machines/processSupervisor.js';
 import { type ReadinessReply, readinessMachine } from './machines/readiness.js';
@@ -173,7 +173,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
   // 0. the variant store, proved usable (file: staging swept + write probe; s3: PUT+DELETE)
   const store = await createVariantStore(boot);
   // Inspection (opt-in): connected before the first actor exists, so none goes unseen.
-  const inspection = await openInspection(options.inspect);
+  const inspection = await openInspection(options.inspect, inspectRedactions(boot));
   const inspect = inspection.observer ? { inspect: inspection.observer } : {};
   // The live view follows each tee once it exists (it is created with the HTTP side, below).
   let trackTee: (actor: AnyActorRef, name: string) => void = () => {};
