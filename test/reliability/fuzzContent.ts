@@ -60,10 +60,12 @@ import {
 export const CONTENT_MAX_SRC_BYTES = 1_000_000;
 /** Reading stops here: a body this large from a few KB of input is amplification. */
 export const MAX_BODY_BYTES = 16 * 1024 * 1024;
+/** The world's per-render cap: four times the bound, so the bound is what trips first. */
+const WORLD_MAX_VARIANT_BYTES = 4 * 16 * 1024 * 1024;
 /** Heap growth tolerated over the run, after a full GC: the issue's "idle + caches + 64 MiB". */
 export const HEAP_SLACK_BYTES = 64 * 1024 * 1024;
 /** Render and probe limits of the world: a hostile case is bounded by them, not by the fuzzer. */
-const RENDER_TIMEOUT_S = 10;
+const RENDER_TIMEOUT_S = 5;
 const PROBE_TIMEOUT_S = 5;
 const GENERATE_TIMEOUT_MS = 20_000;
 /** Longest random payload behind a generated header, in bytes. */
@@ -251,6 +253,8 @@ export async function makeContentWorld(): Promise<ContentWorld> {
       AP_LOCAL_ROOT: root,
       AP_ALLOW_ORIGIN: FUZZ_ORIGIN,
       AP_MAX_SRC_BYTES: String(CONTENT_MAX_SRC_BYTES),
+      // Above the amplification bound, so a render's own cap cannot hide amplification.
+      AP_MAX_VARIANT_BYTES: String(WORLD_MAX_VARIANT_BYTES),
       AP_SOURCE_ALLOWLIST: '127.0.0.1',
       AP_S3_CA_BUNDLE: join(tls, 'cert.pem'),
       AP_VARIANT_STORE: `file://${store}`,
@@ -400,6 +404,37 @@ const wavArb = fc
       w.data,
     ]),
   );
+
+/**
+ * A WAV that is internally consistent (PCM, true sizes, matching byte rate and alignment) and
+ * lies only about the world: 1 Hz or 4 GHz, 64 or 65+ channels. The decoder believes it.
+ */
+const coherentWavArb = fc
+  .record({
+    channels: fc.constantFrom(1, 2, 8, 64, 65, 200),
+    rate: fc.constantFrom(1, 2, 100, 8_000, 4_000_000_000),
+    bits: fc.constantFrom(8, 16, 24, 32),
+    frames: fc.integer({ min: 1, max: 512 }),
+  })
+  .map((w) => {
+    const align = (w.channels * w.bits) / 8;
+    const data = Buffer.alloc(Math.min(align * w.frames, MAX_PAYLOAD_BYTES * 4), 0x11);
+    return Buffer.concat([
+      Buffer.from('RIFF'),
+      u32(36 + data.length),
+      Buffer.from('WAVEfmt '),
+      u32(16),
+      u16(1),
+      u16(w.channels),
+      u32(w.rate),
+      u32(w.rate * align),
+      u16(align),
+      u16(w.bits),
+      Buffer.from('data'),
+      u32(data.length),
+      data,
+    ]);
+  });
 
 /** fLaC + STREAMINFO with lying rate (20 bits), channels (3 bits), depth and total samples. */
 const flacArb = fc
@@ -616,6 +651,7 @@ const mutatedArb = fc
 
 const FAMILIES = {
   wav: wavArb,
+  liar: coherentWavArb,
   flac: flacArb,
   mp3: mp3Arb,
   ogg: oggArb,
@@ -639,8 +675,11 @@ const OPTIONS = [
   { weight: 1, arbitrary: fc.constant('f:flac/sr:8000/ch:1/t:0:0.05') },
   { weight: 1, arbitrary: fc.constant('f:peaks/t:0:0.05') },
   // Untrimmed: the output is as long as the source claims (the amplification check).
-  { weight: 1, arbitrary: fc.constant('f:wav') },
+  { weight: 1, arbitrary: fc.constantFrom('f:wav', 'f:mp3', 'f:flac', 'f:wav/sr:384000') },
 ];
+
+/** A coherent liar is asked for what it claims: its whole length, at the highest rate. */
+const LIAR_OPTIONS = fc.constantFrom('f:wav/sr:384000', 'f:mp3', 'f:wav', 'info', 'f:wav/t:0:0.05');
 
 export const contentCaseArb: fc.Arbitrary<ContentCase> = fc
   .constantFrom(...(Object.keys(FAMILIES) as (keyof typeof FAMILIES)[]))
@@ -658,7 +697,7 @@ export const contentCaseArb: fc.Arbitrary<ContentCase> = fc
         'get-redirect',
       ),
       method: fc.constantFrom<'GET' | 'HEAD'>('GET', 'GET', 'GET', 'HEAD'),
-      options: fc.oneof(...OPTIONS),
+      options: family === 'liar' ? LIAR_OPTIONS : fc.oneof(...OPTIONS),
     }),
   )
   .map((c) => (c.via === 'local' ? { ...c, behaviour: 'honest' as const } : c));
