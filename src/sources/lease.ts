@@ -65,6 +65,11 @@ export class SharedHandle {
     this.#onClosed = options.onClosed;
   }
 
+  /** Bytes in the file. */
+  get size(): number {
+    return this.#size;
+  }
+
   get closed(): boolean {
     return this.#closed;
   }
