@@ -51,6 +51,8 @@ export const DEFAULT_MAX_SRC_BYTES = 2_000_000_000;
 export const DEFAULT_RENDER_TIMEOUT_S = 300;
 /** ffprobe limit, in seconds; a probe reads headers only, so a slow one is a broken source. */
 export const DEFAULT_PROBE_TIMEOUT_S = 10;
+/** Six hours: past any album or long-form recording a listener streams; beyond it a source is a 413. */
+export const DEFAULT_MAX_DURATION_S = 21_600;
 /** Niceness of every ffmpeg and ffprobe child: encodes yield the CPU to the event loop. */
 export const DEFAULT_FFMPEG_NICE = 10;
 /** The weakest niceness Linux knows. */
@@ -191,6 +193,10 @@ export interface Config {
   readonly renderTimeoutS: number;
   /** @default 10 */
   readonly probeTimeoutS: number;
+  /** Longest source (probe) and output (ffmpeg `-t`), in seconds. @default 21600 */
+  readonly maxDurationS: number;
+  /** `https://` sources may connect to loopback/private/link-local addresses. @default false */
+  readonly sourceAllowPrivate: boolean;
   /** @default 'redirect' */
   readonly serveMode: ServeMode;
   /** @default 300 */
@@ -358,6 +364,13 @@ export const CONFIG_VARIABLES = [
     doc: 'Directory `local://` sources are confined to.',
   },
   {
+    name: 'AP_SOURCE_ALLOW_PRIVATE',
+    section: S_SOURCES,
+    default: '`false`: an `https://` host resolving to such an address is a 404',
+    rule: RULE.boolean,
+    doc: 'Let `https://` sources connect to loopback, private, link-local, CGNAT, multicast or unspecified addresses (tests, closed networks). S3 endpoints are the operator\'s own and are not checked.',
+  },
+  {
     name: 'AP_VARIANT_STORE',
     section: S_STORE,
     default: 'unset: no variant cache',
@@ -433,6 +446,13 @@ export const CONFIG_VARIABLES = [
     default: `\`${DEFAULT_PROBE_TIMEOUT_S}\``,
     rule: RULE.timeout,
     doc: 'ffprobe time limit, for `/info` and the probe before a render.',
+  },
+  {
+    name: 'AP_MAX_DURATION_S',
+    section: S_LIMITS,
+    default: `\`${DEFAULT_MAX_DURATION_S}\``,
+    rule: RULE.positive,
+    doc: 'Longest source a render accepts, by its probe (over it: 413 `source_too_long`), and longest output ffmpeg writes (`-t`, a backstop for sources that lie).',
   },
   {
     name: 'AP_LOG_LEVEL',
@@ -1349,6 +1369,8 @@ export function loadConfig(env: Env, opts: LoadConfigOptions = {}): Config {
   const maxVariantBytes = integer(ld, 'AP_MAX_VARIANT_BYTES', maxSrcBytes, 'positive');
   const renderTimeoutS = integer(ld, 'AP_RENDER_TIMEOUT', DEFAULT_RENDER_TIMEOUT_S, 'timeout');
   const probeTimeoutS = integer(ld, 'AP_PROBE_TIMEOUT', DEFAULT_PROBE_TIMEOUT_S, 'timeout');
+  const maxDurationS = integer(ld, 'AP_MAX_DURATION_S', DEFAULT_MAX_DURATION_S, 'positive');
+  const sourceAllowPrivate = boolean(ld, 'AP_SOURCE_ALLOW_PRIVATE', false);
   const serveModeRaw = ld.read('AP_SERVE_MODE');
   const serveMode = enumeration(ld, 'AP_SERVE_MODE', SERVE_MODES, 'redirect');
   const presignTtlS = integer(ld, 'AP_PRESIGN_TTL', DEFAULT_PRESIGN_TTL_S, 'presignTtl');
@@ -1470,6 +1492,8 @@ export function loadConfig(env: Env, opts: LoadConfigOptions = {}): Config {
     maxVariantBytes,
     renderTimeoutS,
     probeTimeoutS,
+    maxDurationS,
+    sourceAllowPrivate,
     serveMode,
     presignTtlS,
     logLevel,
@@ -1590,6 +1614,7 @@ const POSITIVE_FIELDS = [
   'maxVariantBytes',
   'renderTimeoutS',
   'probeTimeoutS',
+  'maxDurationS',
   'presignTtlS',
   'metricsPort',
 ] as const;

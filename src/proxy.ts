@@ -64,7 +64,7 @@ import {
 } from './telemetry/channels.js';
 import { attachRenderLog, createLogger } from './telemetry/logger.js';
 import { Metrics } from './telemetry/metrics.js';
-import { buildPeaksDecodeArgv, buildRenderArgv } from './workers/argv.js';
+import { buildPeaksDecodeArgv, buildRenderArgv, FD_INPUT_PATH } from './workers/argv.js';
 import { type ResolvedExecutable, resolveFfmpeg, resolveFfprobe } from './workers/ffmpegPath.js';
 import { peaksFrameBudget } from './workers/peaks.js';
 import { createWorkerPool, type WorkerPool } from './workers/pool.js';
@@ -243,16 +243,31 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
   });
   const probeLogic = fromPromise<ProbeResult, ResolvedSource>(async ({ input, signal }) => {
     const c = provider.get();
-    const outcome = await runProbe(
-      probePool,
-      {
-        executable: ffprobe.path,
-        argv: buildProbeArgv(input.input),
-        timeoutMs: c.probeTimeoutS * 1000,
-        nice: c.ffmpegNice,
-      },
-      { signal },
-    );
+    // The proxy opens the source; ffprobe reads the descriptor (never a path or URL).
+    const opened = input.open
+      ? await input.open(signal)
+      : ({ ok: false, refusal: 'not_found', detail: 'nothing to open' } as const);
+    if (!opened.ok) {
+      // Over AP_MAX_SRC_BYTES while reading is a verdict about the bytes, shared like one.
+      if (opened.refusal === 'source_too_large') return { ok: false, refusal: 'source_too_large' };
+      throw { class: opened.refusal, detail: opened.detail ?? '' };
+    }
+    let outcome: Awaited<ReturnType<typeof runProbe>>;
+    try {
+      outcome = await runProbe(
+        probePool,
+        {
+          executable: ffprobe.path,
+          argv: buildProbeArgv(FD_INPUT),
+          timeoutMs: c.probeTimeoutS * 1000,
+          nice: c.ffmpegNice,
+          inputFd: opened.lease.fd,
+        },
+        { signal },
+      );
+    } finally {
+      opened.lease.release(); // runProbe settles only once ffprobe is reaped
+    }
     if (outcome.type !== 'ok') {
       // ffprobe refusing the bytes is a verdict about the source (415), shared like a result.
       if (outcome.class === 'undecodable') return { ok: false, refusal: 'undecodable_source' };
@@ -614,11 +629,15 @@ function renderInputFor(
   pool: WorkerPool,
 ) {
   const { options, source, media } = request;
-  const input = { ...source.input, ...media };
+  // ffmpeg reads the descriptor the proxy opens at submission, never `source.input`'s path/URL.
+  const input = { ...FD_INPUT, ...media, maxDurationS: config.maxDurationS };
+  const open = source.open;
+  if (open === undefined) throw new TypeError('renderInputFor: the source has no opener');
   const spec = {
     executable: ffmpegPath,
     timeoutMs: config.renderTimeoutS * 1000,
     nice: config.ffmpegNice,
+    openInput: open,
   };
   if (options.format !== 'peaks') {
     return { spec: { ...spec, argv: buildRenderArgv(options, input) }, pool };
@@ -641,6 +660,9 @@ function renderInputFor(
     pool,
   };
 }
+
+/** What every ffmpeg/ffprobe run reads: the source descriptor the child inherits as fd 3. */
+const FD_INPUT = { url: FD_INPUT_PATH, kind: 'local' } as const;
 
 /** Peaks of a source whose probe named no rate are decoded at this one. */
 const PEAKS_FALLBACK_RATE_HZ = 44_100;
