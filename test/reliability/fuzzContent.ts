@@ -16,8 +16,10 @@
  *   samples and title are a marker, and a text file; their access times are set before their
  *   modification times, so the first read moves them (`relatime`), and the world checks after
  *   every case. No response carries the marker.
- * - **Nothing off the allowlist is contacted**: an HTTP and an HTTPS canary server (`localhost`,
- *   not on the allowlist, whose only entry is `127.0.0.1`) count every request: zero.
+ * - **Nothing off the allowlist is contacted**: an HTTP and an HTTPS canary server count every
+ *   request: zero. The allowlist's one entry is the allowed server's `127.0.0.1:<port>`; the
+ *   HTTPS canary is reached as `localhost` and as another port of `127.0.0.1` (where the
+ *   redirecting GETs point).
  * - **ffmpeg reads only what was named**: a request to the allowed server for any path but the
  *   case's own is a stray read (a playlist followed, a redirect taken).
  * - **Output is bounded**: no body past `MAX_BODY_BYTES` (a 1 KB file claiming 1 Hz).
@@ -128,7 +130,7 @@ function listen(server: Server, host: string): Promise<number> {
  * dir/store/              AP_VARIANT_STORE (file://, proxy mode): staging is checked
  * dir/tls/                a self-signed certificate for 127.0.0.1 and localhost (the CA bundle)
  * https://127.0.0.1:A     the allowed source server (/c/<case>)
- * https://localhost:B     canary: not on the allowlist
+ * https://localhost:B     canary: not on the allowlist (also as https://127.0.0.1:B)
  * http://127.0.0.1:C      canary: not https at all
  * ```
  */
@@ -203,7 +205,9 @@ export async function makeContentWorld(): Promise<ContentWorld> {
   const canaryHttpPort = await listen(canaryHttp, '127.0.0.1');
   const canaryHttpsPort = await listen(canaryHttps, '127.0.0.1');
   const canaryHttpUrl = `http://127.0.0.1:${canaryHttpPort}`;
+  // The same canary by a name off the allowlist, and on another port of the allowed host.
   const canaryHttpsUrl = `https://localhost:${canaryHttpsPort}`;
+  const canaryOtherPortUrl = `https://127.0.0.1:${canaryHttpsPort}`;
 
   const served = new Map<string, Served>();
   let strayHits = 0;
@@ -219,7 +223,7 @@ export async function makeContentWorld(): Promise<ContentWorld> {
     const head = req.method === 'HEAD';
     const length = s.bytes.length;
     if (!head && s.behaviour === 'get-redirect') {
-      res.writeHead(302, { location: `${canaryHttpsUrl}/redirected.wav` });
+      res.writeHead(302, { location: `${canaryOtherPortUrl}/redirected.wav` });
       res.end();
       return;
     }
@@ -238,7 +242,13 @@ export async function makeContentWorld(): Promise<ContentWorld> {
   });
   const allowedPort = await listen(allowed, '127.0.0.1');
   const allowedUrl = `https://127.0.0.1:${allowedPort}`;
-  targets = targetsFor({ canaryWav, canaryHttpUrl, canaryHttpsUrl, allowedUrl });
+  targets = targetsFor({
+    canaryWav,
+    canaryHttpUrl,
+    canaryHttpsUrl,
+    canaryOtherPortUrl,
+    allowedUrl,
+  });
 
   const servers = [canaryHttp, canaryHttps, allowed];
   const world: ContentWorld = {
@@ -255,7 +265,9 @@ export async function makeContentWorld(): Promise<ContentWorld> {
       AP_MAX_SRC_BYTES: String(CONTENT_MAX_SRC_BYTES),
       // Above the amplification bound, so a render's own cap cannot hide amplification.
       AP_MAX_VARIANT_BYTES: String(WORLD_MAX_VARIANT_BYTES),
-      AP_SOURCE_ALLOWLIST: '127.0.0.1',
+      // One origin: the allowed server's port only (the canary on another port is not on it).
+      AP_SOURCE_ALLOWLIST: `127.0.0.1:${allowedPort}`,
+      AP_SOURCE_ALLOW_PRIVATE: '1', // every server here is on loopback
       AP_S3_CA_BUNDLE: join(tls, 'cert.pem'),
       AP_VARIANT_STORE: `file://${store}`,
       AP_SERVE_MODE: 'proxy',
@@ -332,6 +344,7 @@ function targetsFor(w: {
   canaryWav: string;
   canaryHttpUrl: string;
   canaryHttpsUrl: string;
+  canaryOtherPortUrl: string;
   allowedUrl: string;
 }): string[] {
   return [
@@ -346,6 +359,7 @@ function targetsFor(w: {
     `subfile,,start,0,end,0,,:${w.canaryWav}`,
     `${w.canaryHttpUrl}/hls.wav`,
     `${w.canaryHttpsUrl}/hls.wav`,
+    `${w.canaryOtherPortUrl}/hls.wav`,
     `${w.allowedUrl}/elsewhere.wav`,
     '../inside.wav',
     'inside.wav',
@@ -537,7 +551,10 @@ const oggArb = fc
     return Buffer.concat([header, Buffer.from([Math.min(o.segments, id.length)]), id, o.rest]);
   });
 
-const targetArb = fc.integer({ min: 0, max: 1_000 }).map((i) => targets[i % targets.length]!);
+const targetArb = fc.integer({ min: 0, max: 1_000 }).map((i) => {
+  if (targets.length === 0) throw new Error('content cases need a world: makeContentWorld() first');
+  return targets[i % targets.length]!;
+});
 
 const hlsArb = fc
   .record({
