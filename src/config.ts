@@ -51,12 +51,20 @@ export const DEFAULT_MAX_SRC_BYTES = 2_000_000_000;
 export const DEFAULT_RENDER_TIMEOUT_S = 300;
 /** ffprobe limit, in seconds; a probe reads headers only, so a slow one is a broken source. */
 export const DEFAULT_PROBE_TIMEOUT_S = 10;
+/** Six hours: past any album or long-form recording a listener streams; beyond it a source is a 413. */
+export const DEFAULT_MAX_DURATION_S = 21_600;
 /** Niceness of every ffmpeg and ffprobe child: encodes yield the CPU to the event loop. */
 export const DEFAULT_FFMPEG_NICE = 10;
 /** The weakest niceness Linux knows. */
 export const MAX_NICE = 19;
 /** Presigned redirect lifetime, in seconds; the URL serves one playback and is `no-store`. */
 export const DEFAULT_PRESIGN_TTL_S = 300;
+/**
+ * The public listener's bind when `AP_BIND` is unset: every interface (Node's `::`, dual-stack),
+ * as the original listens, because a proxy behind a load balancer or in a container must be
+ * reachable from outside its own host. Loopback-only is one variable away (`AP_BIND=127.0.0.1`).
+ */
+export const DEFAULT_BIND = undefined;
 /** The unsigned scrape endpoint's bind; loopback, because the bind is its only access control. */
 export const DEFAULT_METRICS_BIND = '127.0.0.1';
 /** The port Prometheus' allocation list gives a generic exporter. */
@@ -160,6 +168,8 @@ export type VariantStoreConfig =
 export interface Config {
   /** Public listener port (`AP_PORT`, else `PORT`). @default 4000 */
   readonly port: number;
+  /** Public listener address, an IP literal. @default undefined (every interface) */
+  readonly bind: string | undefined;
   /** HMAC key, decoded. Unset: every signed request is a 401. @default undefined */
   readonly key: Buffer | undefined;
   /** Bytes prepended to the signed path, decoded. @default undefined */
@@ -188,6 +198,10 @@ export interface Config {
   readonly renderTimeoutS: number;
   /** @default 10 */
   readonly probeTimeoutS: number;
+  /** Longest source (probe) and output (ffmpeg `-t`), in seconds. @default 21600 */
+  readonly maxDurationS: number;
+  /** `https://` sources may connect to loopback/private/link-local addresses. @default false */
+  readonly sourceAllowPrivate: boolean;
   /** @default 'redirect' */
   readonly serveMode: ServeMode;
   /** @default 300 */
@@ -319,6 +333,13 @@ export const CONFIG_VARIABLES = [
     doc: 'Fallback listener port, for platforms that assign one.',
   },
   {
+    name: 'AP_BIND',
+    section: S_LISTEN,
+    default: 'unset: every interface (`::`, dual-stack), as the original',
+    rule: RULE.ip,
+    doc: 'Address of the public listener, used by `audio-proxy serve` and `listen()`; `127.0.0.1` keeps it to this host (behind a local reverse proxy).',
+  },
+  {
     name: 'AP_KEY',
     section: S_LISTEN,
     default: 'unset: every signed request is a 401',
@@ -352,6 +373,13 @@ export const CONFIG_VARIABLES = [
     default: 'unset: every `local://` source is a 404',
     rule: RULE.directory,
     doc: 'Directory `local://` sources are confined to.',
+  },
+  {
+    name: 'AP_SOURCE_ALLOW_PRIVATE',
+    section: S_SOURCES,
+    default: '`false`: an `https://` host resolving to such an address is a 404',
+    rule: RULE.boolean,
+    doc: "Let `https://` sources connect to loopback, private, link-local, CGNAT, multicast or unspecified addresses (tests, closed networks). S3 endpoints are the operator's own and are not checked.",
   },
   {
     name: 'AP_VARIANT_STORE',
@@ -436,6 +464,13 @@ export const CONFIG_VARIABLES = [
     default: `\`${DEFAULT_PROBE_TIMEOUT_S}\``,
     rule: RULE.timeout,
     doc: 'ffprobe time limit, for `/info` and the probe before a render.',
+  },
+  {
+    name: 'AP_MAX_DURATION_S',
+    section: S_LIMITS,
+    default: `\`${DEFAULT_MAX_DURATION_S}\``,
+    rule: RULE.positive,
+    doc: 'Longest source a render accepts, by its probe (over it: 413 `source_too_long`), and longest output ffmpeg writes (`-t`, a backstop for sources that lie).',
   },
   {
     name: 'AP_LOG_LEVEL',
@@ -624,7 +659,7 @@ export const CONFIG_VARIABLES = [
     section: S_CLUSTER,
     default: 'unset: the node runs alone',
     rule: RULE.redisUrl,
-    doc: 'Turns cluster mode on: membership, one render per key across nodes, and hand-off of a full queue to a peer. Redis unreachable or slow, each node acts alone. The password is never echoed.',
+    doc: 'Turns cluster mode on: membership, one render per key across nodes, and hand-off of a full queue to a peer. Redis unreachable or slow, each node acts alone. The password is never echoed. Needs `AP_KEY` and `AP_SALT`, the same on every node: forwards between nodes are authenticated with a key derived from them.',
   },
   {
     name: 'AP_CLUSTER_NODE_ID',
@@ -1338,6 +1373,7 @@ export function loadConfig(env: Env, opts: LoadConfigOptions = {}): Config {
   const envPort = ld.read('PORT');
   const portVar = apPort !== undefined ? 'AP_PORT' : 'PORT';
   const port = integerFrom(ld, portVar, apPort ?? envPort, DEFAULT_PORT, 'port');
+  const bind = ipLiteral(ld, 'AP_BIND', '') || DEFAULT_BIND;
 
   const key = hex(ld, 'AP_KEY', MIN_KEY_BYTES);
   const salt = hex(ld, 'AP_SALT', 0);
@@ -1365,6 +1401,8 @@ export function loadConfig(env: Env, opts: LoadConfigOptions = {}): Config {
   const maxVariantBytes = integer(ld, 'AP_MAX_VARIANT_BYTES', maxSrcBytes, 'positive');
   const renderTimeoutS = integer(ld, 'AP_RENDER_TIMEOUT', DEFAULT_RENDER_TIMEOUT_S, 'timeout');
   const probeTimeoutS = integer(ld, 'AP_PROBE_TIMEOUT', DEFAULT_PROBE_TIMEOUT_S, 'timeout');
+  const maxDurationS = integer(ld, 'AP_MAX_DURATION_S', DEFAULT_MAX_DURATION_S, 'positive');
+  const sourceAllowPrivate = boolean(ld, 'AP_SOURCE_ALLOW_PRIVATE', false);
   const serveModeRaw = ld.read('AP_SERVE_MODE');
   const serveMode = enumeration(ld, 'AP_SERVE_MODE', SERVE_MODES, 'redirect');
   const presignTtlS = integer(ld, 'AP_PRESIGN_TTL', DEFAULT_PRESIGN_TTL_S, 'presignTtl');
@@ -1476,6 +1514,14 @@ export function loadConfig(env: Env, opts: LoadConfigOptions = {}): Config {
     );
   }
 
+  if (clusterRedisUrl !== undefined && (key === undefined || salt === undefined)) {
+    if (ld.ok('AP_KEY', 'AP_SALT')) {
+      ld.fail(
+        'AP_CLUSTER_REDIS_URL',
+        'AP_CLUSTER_REDIS_URL needs AP_KEY and AP_SALT (the same on every node): nodes authenticate the requests they forward to each other with a key derived from them, and a request claiming to be forwarded without it is served as a client’s',
+      );
+    }
+  }
   if (clusterRedisUrl !== undefined && clusterAdvertiseUrl === undefined) {
     if (ld.ok('AP_CLUSTER_ADVERTISE_URL')) {
       ld.fail(
@@ -1489,6 +1535,7 @@ export function loadConfig(env: Env, opts: LoadConfigOptions = {}): Config {
 
   return freezeDeep<Config>({
     port,
+    bind,
     key,
     salt,
     allowInsecure,
@@ -1503,6 +1550,8 @@ export function loadConfig(env: Env, opts: LoadConfigOptions = {}): Config {
     maxVariantBytes,
     renderTimeoutS,
     probeTimeoutS,
+    maxDurationS,
+    sourceAllowPrivate,
     serveMode,
     presignTtlS,
     logLevel,
@@ -1626,6 +1675,7 @@ const POSITIVE_FIELDS = [
   'maxVariantBytes',
   'renderTimeoutS',
   'probeTimeoutS',
+  'maxDurationS',
   'presignTtlS',
   'metricsPort',
 ] as const;

@@ -47,7 +47,7 @@ import { type AcceptGate, gateConnections } from './http/acceptGate.js';
 import { errorResponse } from './http/errors.js';
 import { createHandler, type RenderRequest, type ResolvedSource } from './http/handler.js';
 import { TurnBudget } from './http/turns.js';
-import { type InspectOption, openInspection } from './inspect.js';
+import { type InspectOption, inspectRedactions, openInspection } from './inspect.js';
 import { probeLimiterMachine } from './machines/probeLimiter.js';
 import type { SupervisorState, SupervisorTelemetry } from './machines/processSupervisor.js';
 import { type ReadinessReply, readinessMachine } from './machines/readiness.js';
@@ -65,7 +65,7 @@ import {
 } from './telemetry/channels.js';
 import { attachRenderLog, createLogger } from './telemetry/logger.js';
 import { Metrics } from './telemetry/metrics.js';
-import { buildPeaksDecodeArgv, buildRenderArgv } from './workers/argv.js';
+import { buildPeaksDecodeArgv, buildRenderArgv, FD_INPUT_PATH } from './workers/argv.js';
 import { type ResolvedExecutable, resolveFfmpeg, resolveFfprobe } from './workers/ffmpegPath.js';
 import { peaksFrameBudget } from './workers/peaks.js';
 import { createWorkerPool, type WorkerPool } from './workers/pool.js';
@@ -123,7 +123,9 @@ export interface AudioProxy {
   readonly metricsHandler: (req: IncomingMessage, res: ServerResponse) => Promise<void>;
   /** Starts both listeners; resolves with their bound addresses. */
   listen(options?: {
+    /** @default the config's `bind` (`AP_BIND`), else every interface */
     host?: string;
+    /** @default the config's `port` */
     port?: number;
     metricsHost?: string;
     metricsPort?: number;
@@ -172,7 +174,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
   // 0. the variant store, proved usable (file: staging swept + write probe; s3: PUT+DELETE)
   const store = await createVariantStore(boot);
   // Inspection (opt-in): connected before the first actor exists, so none goes unseen.
-  const inspection = await openInspection(options.inspect);
+  const inspection = await openInspection(options.inspect, inspectRedactions(boot));
   const inspect = inspection.observer ? { inspect: inspection.observer } : {};
   // The live view follows each tee once it exists (it is created with the HTTP side, below).
   let trackTee: (actor: AnyActorRef, name: string) => void = () => {};
@@ -243,16 +245,31 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
   });
   const probeLogic = fromPromise<ProbeResult, ResolvedSource>(async ({ input, signal }) => {
     const c = provider.get();
-    const outcome = await runProbe(
-      probePool,
-      {
-        executable: ffprobe.path,
-        argv: buildProbeArgv(input.input),
-        timeoutMs: c.probeTimeoutS * 1000,
-        nice: c.ffmpegNice,
-      },
-      { signal },
-    );
+    // The proxy opens the source; ffprobe reads the descriptor (never a path or URL).
+    const opened = input.open
+      ? await input.open(signal)
+      : ({ ok: false, refusal: 'not_found', detail: 'nothing to open' } as const);
+    if (!opened.ok) {
+      // Over AP_MAX_SRC_BYTES while reading is a verdict about the bytes, shared like one.
+      if (opened.refusal === 'source_too_large') return { ok: false, refusal: 'source_too_large' };
+      throw { class: opened.refusal, detail: opened.detail ?? '' };
+    }
+    let outcome: Awaited<ReturnType<typeof runProbe>>;
+    try {
+      outcome = await runProbe(
+        probePool,
+        {
+          executable: ffprobe.path,
+          argv: buildProbeArgv(FD_INPUT),
+          timeoutMs: c.probeTimeoutS * 1000,
+          nice: c.ffmpegNice,
+          inputFd: opened.lease.fd,
+        },
+        { signal },
+      );
+    } finally {
+      opened.lease.release(); // runProbe settles only once ffprobe is reaped
+    }
     if (outcome.type !== 'ok') {
       // ffprobe refusing the bytes is a verdict about the source (415), shared like a result.
       if (outcome.class === 'undecodable') return { ok: false, refusal: 'undecodable_source' };
@@ -556,7 +573,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
       gate = gateConnections(publicServer, turns);
       await new Promise<void>((resolve) =>
         gate!.listener.listen(
-          { port: opts.port ?? c.port, host: opts.host, backlog: LISTEN_BACKLOG },
+          { port: opts.port ?? c.port, host: opts.host ?? c.bind, backlog: LISTEN_BACKLOG },
           resolve,
         ),
       );
@@ -615,11 +632,15 @@ function renderInputFor(
   pool: WorkerPool,
 ) {
   const { options, source, media } = request;
-  const input = { ...source.input, ...media };
+  // ffmpeg reads the descriptor the proxy opens at submission, never `source.input`'s path/URL.
+  const input = { ...FD_INPUT, ...media, maxDurationS: config.maxDurationS };
+  const open = source.open;
+  if (open === undefined) throw new TypeError('renderInputFor: the source has no opener');
   const spec = {
     executable: ffmpegPath,
     timeoutMs: config.renderTimeoutS * 1000,
     nice: config.ffmpegNice,
+    openInput: open,
   };
   if (options.format !== 'peaks') {
     return { spec: { ...spec, argv: buildRenderArgv(options, input) }, pool };
@@ -642,6 +663,9 @@ function renderInputFor(
     pool,
   };
 }
+
+/** What every ffmpeg/ffprobe run reads: the source descriptor the child inherits as fd 3. */
+const FD_INPUT = { url: FD_INPUT_PATH, kind: 'local' } as const;
 
 /** Peaks of a source whose probe named no rate are decoded at this one. */
 const PEAKS_FALLBACK_RATE_HZ = 44_100;

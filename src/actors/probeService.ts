@@ -48,7 +48,10 @@ export type ProbeResult =
       readonly info: Record<string, unknown>;
       readonly media?: Extract<ProbeOutcome, { ok: true }>['media'];
     }
-  | { readonly ok: false; readonly refusal: 'video_source' | 'undecodable_source' };
+  | {
+      readonly ok: false;
+      readonly refusal: 'video_source' | 'undecodable_source' | 'source_too_large';
+    };
 
 type CoordinatorActor = Actor<typeof probeCoordinatorMachine>;
 

@@ -13,7 +13,8 @@
  *   bytes), 401/422 `max-age=60` (pure functions of the URL), 410 immutable (an expired URL never
  *   revives), 416/429/5xx `no-store` (transient, or dependent on a request header).
  * - **The 404 is blind.** Every source refusal renders byte-identically; only the router's own miss
- *   says `No such resource`.
+ *   (a path that is not `/{signature}/…`) says `No such resource`; a signed path naming no source
+ *   (a signed `/`) is a source refusal.
  * - **`Retry-After` is an integer >= 1** and always comes from the caller's estimate, never invented.
  * - **There is no default row.** An unknown failure type is a programmer error and throws.
  *
@@ -31,6 +32,7 @@ export type Failure =
   | { readonly type: 'not_found'; readonly scope?: 'source' | 'route' }
   | { readonly type: 'expired' }
   | { readonly type: 'source_too_large' }
+  | { readonly type: 'source_too_long' }
   | { readonly type: 'undecodable_source' }
   | { readonly type: 'video_source' }
   | { readonly type: 'range_not_satisfiable'; readonly size: number }
@@ -80,6 +82,7 @@ export const ERROR_TABLE: readonly ErrorRow[] = Object.freeze([
   { ...row('not_found', 404, 'No such resource', CC_SOURCE_VERDICT), scope: 'route' },
   row('expired', 410, 'URL has expired', CC_EXPIRED),
   row('source_too_large', 413, 'Source exceeds AP_MAX_SRC_BYTES', CC_SOURCE_VERDICT),
+  row('source_too_long', 413, 'Source exceeds AP_MAX_DURATION_S', CC_SOURCE_VERDICT),
   row('undecodable_source', 415, 'Source format is not decodable', CC_SOURCE_VERDICT),
   row(
     'video_source',

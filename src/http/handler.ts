@@ -7,7 +7,8 @@
  * Check order for a signed path (each later check can only run if the earlier ones passed):
  * signature 401 → options 422 (404 without a source marker) → expiry 410 → source parse and
  * authorisation 404 → If-None-Match 304 → variant store HIT → HEAD describes and stops → stat
- * 404/413 → probe gate 415/429/504 → render slot 429 → stream.
+ * 404/413 → probe gate 415/429/504 → admission verdict 413/415 (`admissionVerdict`: what the
+ * encoders cannot take, or longer than `AP_MAX_DURATION_S`) → render slot 429 → stream.
  *
  * The waiting room's endpoints (`/api/v1/queue/*`) issue a ticket only for a join carrying a
  * signed render path, and name sessions only by cookies this process minted (`roomAccess.ts`).
@@ -31,7 +32,8 @@ import type { GoneReason } from '../actors/monitor.js';
 import { watch } from '../actors/monitor.js';
 import type { Config, ConfigProvider } from '../config.js';
 import type { RenderFailure, SubscriberMessage } from '../machines/renderCoordinator.js';
-import { localEtagMaterial, resolveLocal } from '../sources/local.js';
+import type { OpenSource } from '../sources/lease.js';
+import { localEtagMaterial, openLocal, resolveLocal } from '../sources/local.js';
 import { authorizeSource, parseSource, type Source } from '../sources/parse.js';
 import type { VariantStore } from '../store/types.js';
 import {
@@ -40,6 +42,7 @@ import {
   publishInternalError,
   RENDER_CHANNELS,
 } from '../telemetry/channels.js';
+import { admissionVerdict } from '../workers/probe.js';
 import { cacheKey, etagOf, ifNoneMatchMatches, infoEtag } from './cacheKey.js';
 import { corsHeaders, preflightResponse } from './cors.js';
 import { errorResponse, type Failure } from './errors.js';
@@ -66,13 +69,16 @@ export type Endpoint = 'render' | 'info' | 'health' | 'ready' | 'metrics' | 'pre
 export interface ResolvedSource {
   readonly source: Source;
   readonly canonical: string;
-  /** What ffmpeg opens: a file path, or a (presigned) URL. */
+  /** Where the bytes come from (for logs): the resolved path, or the source URL. */
   readonly input: {
     readonly url: string;
     readonly kind: 'local' | 's3' | 'https';
-    /** Roots ffmpeg verifies a TLS input against (remote sources only). */
-    readonly caFile?: string;
   };
+  /**
+   * Opens the source for one ffmpeg/ffprobe run: the proxy reads, ffmpeg gets the descriptor
+   * (`sources/lease.ts`). Absent only in tests that never spawn.
+   */
+  readonly open?: OpenSource;
   readonly size?: number;
   readonly mtimeMs?: number;
 }
@@ -363,10 +369,10 @@ async function route(x: Exchange, config: Config, services: HandlerServices, met
     fail(x, { type: 'invalid_signature' });
     return;
   }
-  // 2. options (404 without a source marker)
+  // 2. options (404 without a source marker: the route matched, so it is "Source not found")
   const parsed = parseRoute(split.rest);
   if (!parsed.ok) {
-    if (parsed.error === 'not_found') fail(x, { type: 'not_found', scope: 'route' });
+    if (parsed.error === 'not_found') fail(x, { type: 'not_found' });
     else fail(x, { type: 'invalid_options', message: parsed.message });
     return;
   }
@@ -463,6 +469,13 @@ async function route(x: Exchange, config: Config, services: HandlerServices, met
   if (afterProbe) await afterProbe;
   if (!probe.ok) {
     fail(x, probe.failure);
+    return;
+  }
+  // What the encoders cannot take, or past the output bound, is refused before any slot.
+  const probedSize = typeof probe.info.size === 'number' ? probe.info.size : resolved.size;
+  const admission = admissionVerdict(probe.media ?? {}, probedSize, config);
+  if (!admission.ok) {
+    fail(x, { type: admission.reason });
     return;
   }
   if (parsed.options.format === 'peaks' && probe.media?.duration === undefined) {
@@ -585,10 +598,12 @@ async function resolveSource(
       return {
         failure: { type: r.reason === 'source_too_large' ? 'source_too_large' : 'not_found' },
       };
+    const limit = enforceSize ? { maxSrcBytes: config.maxSrcBytes } : {};
     return {
       source,
       canonical,
       input: { url: r.path, kind: 'local' },
+      open: () => openLocal(config.localRoot, r.path, limit),
       size: r.size,
       mtimeMs: r.mtimeMs,
     };

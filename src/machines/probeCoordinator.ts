@@ -30,7 +30,21 @@ import { type AnyActorLogic, type AnyActorRef, emit, enqueueActions, sendTo, set
 /** Requests already in flight when the verdict lands are served from it, not re-probed. */
 export const PROBE_LINGER_MS = 1_000; // matches the render linger; a miss just probes again
 
-export type ProbeFailureClass = 'not_found' | 'probe_timeout' | 'probe_failed';
+export type ProbeFailureClass =
+  | 'not_found'
+  | 'probe_timeout'
+  | 'probe_failed'
+  /** The source could not be opened: its origin failed (502) or its credentials did (500). */
+  | 'upstream_unavailable'
+  | 'not_configured';
+
+const PROBE_FAILURE_CLASSES: ReadonlySet<string> = new Set([
+  'not_found',
+  'probe_timeout',
+  'probe_failed',
+  'upstream_unavailable',
+  'not_configured',
+]);
 
 export interface ProbeFailure {
   readonly class: ProbeFailureClass;
@@ -174,9 +188,10 @@ export const probeCoordinatorMachine = setup({
 /** Normalises whatever the probe actor rejected with into the closed failure set. */
 export function toFailure(error: unknown): ProbeFailure {
   const cls = (error as { class?: unknown } | null)?.class;
-  if (cls === 'not_found' || cls === 'probe_timeout' || cls === 'probe_failed') {
+  if (typeof cls === 'string' && PROBE_FAILURE_CLASSES.has(cls)) {
     const detail = (error as { detail?: unknown }).detail;
-    return typeof detail === 'string' ? { class: cls, detail } : { class: cls };
+    const known = cls as ProbeFailureClass;
+    return typeof detail === 'string' ? { class: known, detail } : { class: known };
   }
   return { class: 'probe_failed', detail: error instanceof Error ? error.message : String(error) };
 }

@@ -21,19 +21,28 @@
  *   mount can be re-pointed); `/` is refused as a root. Everything below the root is looked at
  *   on every call.
  *
+ * - **ffmpeg never opens a path.** `openLocal` opens the walked path itself (`O_NOFOLLOW`,
+ *   `O_NONBLOCK`) and proves the opened file inside the root after the open; ffmpeg and ffprobe
+ *   inherit that descriptor (see `workers/argv.ts`).
+ *
  * ## Races
- * - **Check vs use (TOCTOU):** ffmpeg opens the returned path a moment later; a writer inside the
- *   root could swap a component for a symlink in that window. The final `realpath` check narrows it
- *   but cannot close it; hardlinks escape any path check. Both need write access to the root:
- *   mount it read-only and do not let untrusted code write into it.
+ * - **Check vs use (TOCTOU): closed.** A component swapped for a symlink between the walk and the
+ *   open is seen after the open: the kernel's path of the opened file (`/proc/self/fd/N`) is
+ *   outside the root, or no longer names the same inode, and the open is refused (404). A FIFO,
+ *   socket or device swapped in opens without blocking and is refused by its type. What remains:
+ *   a hardlink inside the root to a file outside it is inside by every path test (it needs write
+ *   access to the root and the same file system: mount the root read-only), and a device node
+ *   swapped in is opened (not read) before it is refused.
  *
  * ## Events
  * None. The caller maps `not_found` → 404 and `source_too_large` → 413.
  */
 import { createHash } from 'node:crypto';
-import { lstat, readlink, realpath, stat } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { type FileHandle, lstat, open, readlink, realpath, stat } from 'node:fs/promises';
 import { isAbsolute, join, resolve } from 'node:path';
 import { InFlight } from '../actors/inflight.js';
+import { type OpenOutcome, soleLease } from './lease.js';
 
 const MAX_PATH_BYTES = 1024; // past any real layout; PATH_MAX-sized paths could not open anyway
 const MAX_COMPONENTS = 64; // a denial-of-service bound on the per-component walk
@@ -226,6 +235,58 @@ async function resolveLocalNow(
     return { ok: true, path: walked.path, size: info.size, mtimeMs: info.mtimeMs };
   } catch {
     return LOCAL_NOT_FOUND;
+  }
+}
+
+/**
+ * How a local source is opened: read-only, the last component never followed, and without
+ * blocking (a FIFO swapped in opens at once and is then refused by its type, instead of holding
+ * the request until a writer appears). Node adds `O_CLOEXEC`: no other child inherits it.
+ */
+const OPEN_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+/** Where the kernel says what an open descriptor refers to (Linux procfs). */
+const FD_LINK_DIR = '/proc/self/fd';
+
+/**
+ * Opens the file `path` (a path `resolveLocal` returned) for one run, and proves after the open
+ * what was opened: a regular file, whose kernel path (`/proc/self/fd/N`) lies strictly inside
+ * the resolved root and names the same inode (dev, ino) as a fresh stat of that path. Whatever
+ * was swapped into the path between the walk and the open (a symlinked directory, a FIFO, a
+ * device), the open file is judged, not the name. Every refusal is `not_found`; over
+ * `maxSrcBytes` (of the opened file) is `source_too_large`. The lease owns the descriptor.
+ */
+export async function openLocal(
+  root: string | undefined,
+  path: string,
+  opts: { readonly maxSrcBytes?: number } = {},
+): Promise<OpenOutcome> {
+  const realRoot = await resolveRoot(root);
+  if (realRoot === undefined || typeof path !== 'string' || !path.startsWith(`${realRoot}/`)) {
+    return { ok: false, refusal: 'not_found' };
+  }
+  let handle: FileHandle;
+  try {
+    handle = await open(path, OPEN_FLAGS);
+  } catch {
+    return { ok: false, refusal: 'not_found' };
+  }
+  try {
+    const opened = await handle.stat();
+    if (!opened.isFile()) throw new Error('not a regular file');
+    const where = await readlink(`${FD_LINK_DIR}/${handle.fd}`);
+    if (!where.startsWith(`${realRoot}/`)) throw new Error('opened outside the root');
+    const named = await lstat(where);
+    if (!named.isFile() || named.dev !== opened.dev || named.ino !== opened.ino) {
+      throw new Error('the path no longer names the opened file');
+    }
+    if (opts.maxSrcBytes !== undefined && opened.size > opts.maxSrcBytes) {
+      await handle.close();
+      return { ok: false, refusal: 'source_too_large' };
+    }
+    return { ok: true, lease: soleLease(handle, opened.size) };
+  } catch {
+    await handle.close().catch(() => {});
+    return { ok: false, refusal: 'not_found' };
   }
 }
 

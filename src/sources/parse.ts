@@ -229,14 +229,20 @@ export interface SourcePolicy {
   readonly localRoot: string | undefined;
 }
 
-/** The allowlist verdict for remote sources (synchronous; no I/O). */
+/** The port a canonical `https://` source URL connects to (443 unless it names one). */
+export function httpsPort(url: string): number {
+  const port = new URL(url).port;
+  return port === '' ? HTTPS_DEFAULT_PORT : Number(port);
+}
+
+/** The allowlist verdict for remote sources (synchronous; no I/O): bucket, or host and port. */
 export function authorizeRemote(
   source: Exclude<Source, { scheme: 'local' }>,
   allowlist: readonly string[],
 ): boolean {
   return source.scheme === 's3'
     ? isAllowed('bucket', source.bucket, allowlist)
-    : isAllowed('host', source.host, allowlist);
+    : isAllowed('host', source.host, allowlist, httpsPort(source.url));
 }
 
 /**

@@ -1,45 +1,39 @@
 /**
- * `s3://bucket/key` sources: checked with one `HeadObject`, then handed to ffmpeg as a presigned
- * GET URL, so ffmpeg (and ffprobe) fetch only the byte ranges they read: a trim of a long master
- * costs the trimmed region, not the whole object.
+ * `s3://bucket/key` sources: checked with one `HeadObject`, then read by the proxy itself with
+ * `GetObject` into a spool (`spool.ts`) that ffmpeg and ffprobe get as a descriptor. They never
+ * see a URL, presigned or not.
  *
  * Uses the source identity (`AWS_*`, `AP_S3_ENDPOINT`, `AP_S3_ADDRESSING`, `AP_S3_CA_BUNDLE`),
- * never the variant store's. One client per configuration snapshot, built on first use.
+ * never the variant store's. One client per configuration snapshot, built on first use. The
+ * endpoint is the operator's, so the non-public address rule of `https://` sources does not
+ * apply to it (a MinIO on a private network is the normal case).
  *
  * ## Invariants
  * - **Every refusal is the one 404**: a bucket outside `AP_SOURCE_ALLOWLIST`, a missing key or
  *   bucket, or access denied all read `not_found`, so no answer is an oracle for what exists.
  * - **The store's health is not the client's fault**: unreachable, timing out or 5xx is
  *   `upstream_unavailable` (502); bad or missing credentials are `not_configured` (500).
- * - **The size is the object's**: over `AP_MAX_SRC_BYTES` is a 413 before anything is rendered
- *   (not for `/info`, which passes `enforceSize: false`).
- * - **The presigned URL outlives the render**: at least an hour, and at least the render and probe
- *   timeouts together, because ffmpeg may re-open it to seek late in a render.
- * - **The canonical source never contains the presigned URL**, so logs and telemetry (which use
- *   the canonical form) never carry a signature.
+ * - **The size is the object's, and every byte read is counted**: a HEAD size over
+ *   `AP_MAX_SRC_BYTES` is a 413 before anything is read (not for `/info`, which passes
+ *   `enforceSize: false`); the spool stops at the same bound whatever the GET delivers.
+ * - **The canonical source never contains credentials**, so logs and telemetry (which use the
+ *   canonical form) never carry a signature.
  *
  * ## Races
- * - *Object replaced between the HEAD and ffmpeg's read*: ffmpeg reads the new bytes; the key
- *   names the source, not a version of it (as for local files).
+ * - *Object replaced between the HEAD and the GET*: the GET's bytes are probed and rendered; the
+ *   key names the source, not a version of it (as for local files).
  *
  * ## Events
  * None.
  */
 import { GetObjectCommand, HeadObjectCommand, type S3Client } from '@aws-sdk/client-s3';
-import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import type { Config, S3Profile } from '../config.js';
 import type { Failure } from '../http/errors.js';
 import type { ResolvedSource } from '../http/handler.js';
 import { classifyS3Error, createS3Client } from '../store/s3client.js';
 import { authorizeRemote, type Source } from './parse.js';
-import { caFileFor, caFileInput } from './trust.js';
+import { type FillOutcome, openSpooled, type SpoolSink } from './spool.js';
 
-/** Shortest presigned source URL lifetime, in seconds: covers a long render with seeks. */
-export const SOURCE_PRESIGN_MIN_TTL_S = 3_600;
-/** Slack added to render + probe timeouts for the URL lifetime, in seconds. */
-const SOURCE_PRESIGN_SLACK_S = 60;
-/** SigV4's longest presigned lifetime, in seconds. */
-const MAX_PRESIGN_S = 604_800;
 /** Source sockets per render slot: a probe and a render may read one source at once. */
 const SOURCE_SOCKETS_PER_SLOT = 4;
 /** Floor of the source socket pool: probes outnumber render slots (4 per slot by default). */
@@ -67,13 +61,7 @@ export function sourceClient(config: Config): S3Client {
   return client;
 }
 
-/** Lifetime of the URL ffmpeg reads the source through, in seconds. */
-export function sourcePresignTtlS(config: Config): number {
-  const needed = config.renderTimeoutS + config.probeTimeoutS + SOURCE_PRESIGN_SLACK_S;
-  return Math.min(Math.max(SOURCE_PRESIGN_MIN_TTL_S, needed), MAX_PRESIGN_S);
-}
-
-/** An `s3://` source → what ffmpeg opens (a presigned URL), or the failure to answer. */
+/** An `s3://` source → its HEAD's findings and how to spool it, or the failure to answer. */
 export async function resolveS3Source(
   source: S3Source,
   canonical: string,
@@ -110,7 +98,7 @@ export async function resolveS3Source(
 
 type Target = { readonly Bucket: string; readonly Key: string };
 
-async function present(
+function present(
   source: S3Source,
   canonical: string,
   client: S3Client,
@@ -118,17 +106,52 @@ async function present(
   config: Config,
   size?: number,
   mtimeMs?: number,
-): Promise<ResolvedSource> {
-  const url = await getSignedUrl(client, new GetObjectCommand(target), {
-    expiresIn: sourcePresignTtlS(config),
-  });
+): ResolvedSource {
+  const version = `${canonical}\n${size ?? ''}\n${mtimeMs ?? ''}`;
+  const limits = { maxBytes: config.maxSrcBytes, timeoutMs: config.renderTimeoutS * 1000 };
   return {
     source,
     canonical,
-    input: { url, kind: 's3', ...caFileInput(caFileFor(config.s3.caBundle)) },
+    input: { url: canonical, kind: 's3' },
+    open: () =>
+      openSpooled(version, (sink, signal) => getInto(client, target, sink, signal), limits),
     ...(size !== undefined ? { size } : {}),
     ...(mtimeMs !== undefined ? { mtimeMs } : {}),
   };
+}
+
+/** Streams the object into `sink`, stopping (413) as soon as the byte counter says so. */
+async function getInto(
+  client: S3Client,
+  target: Target,
+  sink: SpoolSink,
+  signal: AbortSignal,
+): Promise<FillOutcome> {
+  let body: AsyncIterable<Uint8Array> & { destroy?: () => void };
+  try {
+    const got = await client.send(new GetObjectCommand(target), { abortSignal: signal });
+    body = got.Body as unknown as typeof body;
+  } catch (error) {
+    switch (classifyS3Error(error)) {
+      case 'missing':
+        return { ok: false, refusal: 'not_found' };
+      case 'credentials':
+        return { ok: false, refusal: 'not_configured' };
+      default:
+        return { ok: false, refusal: 'upstream_unavailable', detail: String(error) };
+    }
+  }
+  try {
+    for await (const chunk of body) {
+      if (!(await sink.write(chunk))) {
+        body.destroy?.();
+        return { ok: false, refusal: 'source_too_large' };
+      }
+    }
+    return { ok: true };
+  } catch (error) {
+    return { ok: false, refusal: 'upstream_unavailable', detail: String(error) };
+  }
 }
 
 /**

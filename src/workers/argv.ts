@@ -7,16 +7,20 @@
  *
  * ## Invariants
  * - **Fixed shape.** Baseline flags, the input protocol whitelist, input-side seek (`-ss`/`-t`
- *   before `-i`, so a remote input is fetched by range and the trimmed region starts at t=0),
- *   the input, `-vn -sn -dn`, the filter chain, `-ac`, codec arguments, `-f <muxer> pipe:1`.
+ *   before `-i`, so only the trimmed region is decoded and it starts at t=0),
+ *   the input, `-vn -sn -dn`, the filter chain, `-ac`, codec arguments, the output bound, `-f <muxer> pipe:1`.
  *   The argv depends only on the options and the source (with its probe), never on the moment.
  * - **No URL byte becomes a flag.** The input is one argv element after `-i`; a local path is
  *   prefixed `file:` so a name such as `concat:a|b` or `https:x` stays a file name. Every flag
  *   emitted is in `ARGV_FLAGS`, and every filter value is a number the options layer bounded.
- * - **Protocols follow the source kind, never the request.** Local reads get `file` only, remote
- *   reads get TLS over TCP only (plus cleartext HTTP for an `http://` S3 endpoint): no source can
- *   pivot ffmpeg across the file-system/network boundary. A TLS input always verifies its peer
- *   (`-tls_verify 1`, `-ca_file` when the caller named a bundle).
+ * - **ffmpeg never chooses what to read.** The proxy opens every source itself (a local file,
+ *   or a private spool of a remote one) and the child inherits it as fd 3; the input is
+ *   `file:/proc/self/fd/3` (`FD_INPUT_PATH`), a reopen of that inode, not a path walk. Remote
+ *   kinds are refused here (TypeError): ffmpeg speaks no network protocol. Every run carries
+ *   `-protocol_whitelist file` and `-format_whitelist AUDIO_DEMUXERS`, so no playlist,
+ *   manifest, concat, image or tty demuxer runs, and no demuxer that could open a second input.
+ * - **Output is bounded in time.** With `maxDurationS` the output stops there (`-t` before the
+ *   muxer): a backstop for a source whose probe understated its length.
  * - **Filter order is load-bearing:** enhance → loudnorm → volume → resample → afade → apad.
  *   Cleanup precedes measuring; `gain` offsets the normalised result; loudnorm outputs 192 kHz,
  *   so a resample follows it (`aformat=sample_rates=N`: a literal `aresample` there fails layout
@@ -42,12 +46,12 @@
 import type { Format, RenderOptions } from '../http/options.js';
 import { LOSSY_SAMPLE_RATE_CAP_HZ, renderNumber } from '../http/options.js';
 
-/** Where a render reads from; decides the protocol whitelist. */
-export type SourceKind = 'local' | 's3' | 'https';
+/** Where a render reads from: always a file the proxy opened (see the header). */
+export type SourceKind = 'local';
 
 /** The resolved source, plus what its probe said when the caller has it. */
 export interface ArgvInput {
-  /** Absolute path for `local`; a (presigned) URL for `s3`/`https`. One argv element, verbatim. */
+  /** Absolute path (in production always `FD_INPUT_PATH`). One argv element, after `file:`. */
   readonly url: string;
   readonly kind: SourceKind;
   /** The source's sample rate (probe). Target of the resample that `norm` forces without `sr`. */
@@ -56,8 +60,8 @@ export interface ArgvInput {
   readonly bitDepth?: number;
   /** The source's channel count (probe). Pinned with `-ac` under `norm`; see `channelArgs`. */
   readonly channels?: number;
-  /** PEM roots a TLS input is verified against (`-ca_file`); see `sources/trust.ts`. */
-  readonly caFile?: string;
+  /** Longest output in seconds (`AP_MAX_DURATION_S`): `-t` before the muxer. */
+  readonly maxDurationS?: number;
 }
 
 /** What the peaks reducer was built for: the decode must produce exactly this interleaving. */
@@ -78,8 +82,54 @@ const BASELINE: readonly string[] = [
 const AUDIO_ONLY: readonly string[] = ['-vn', '-sn', '-dn'];
 
 const LOCAL_PROTOCOLS = 'file'; // no network protocol: a path can never make ffmpeg fetch
-const REMOTE_PROTOCOLS = 'https,tls,tcp'; // what HTTPS needs and nothing else: no `file`
-const CLEARTEXT_S3_PROTOCOLS = 'http,https,tls,tcp'; // a dev S3 endpoint on http://; still no `file`
+
+/** The descriptor the child reads its input from: the proxy's open file, mapped by spawn. */
+export const INPUT_FD = 3; // the first past stdin/stdout/stderr
+/** The input ffmpeg/ffprobe open: the inherited descriptor, reopened (seekable, own offset). */
+export const FD_INPUT_PATH = `/proc/self/fd/${INPUT_FD}`;
+
+/**
+ * The only demuxers any ffmpeg or ffprobe run may use. Audio containers and raw audio streams
+ * only, none of which opens a second input: no playlist (hls), manifest (dash), script (concat,
+ * sbg), image or tty demuxer, no mpegts/mpeg-ps (video transports), no `lavfi`. `mov` admits the
+ * whole `mov,mp4,m4a,3gp,3g2,mj2` family (ffmpeg matches any name in a demuxer's list), whose
+ * external data references stay off (`enable_drefs` defaults to 0); `matroska` admits webm; `asf`
+ * is WMA's container; `wav` also reads RF64. A video inside mov/matroska/asf is still refused by
+ * the probe's policy. Checked on ffmpeg 5.1 and the npm 2018 build: both refuse anything else
+ * with `Format … not on whitelist` before reading a byte past the probe buffer.
+ */
+export const AUDIO_DEMUXERS: readonly string[] = Object.freeze([
+  'wav',
+  'w64',
+  'mp3',
+  'flac',
+  'ogg',
+  'mov',
+  'aac',
+  'aiff',
+  'caf',
+  'matroska',
+  'ac3',
+  'eac3',
+  'dts',
+  'dtshd',
+  'truehd',
+  'mlp',
+  'wv',
+  'ape',
+  'tta',
+  'tak',
+  'shn',
+  'mpc',
+  'mpc8',
+  'amr',
+  'au',
+  'asf',
+  'dsf',
+  'voc',
+  'xwma',
+]);
+const FORMAT_WHITELIST = AUDIO_DEMUXERS.join(',');
 
 /** Where a normalised render lands when no probe gave the source rate: the lossy ceiling. */
 export const LOUDNORM_FALLBACK_RATE_HZ = 48_000;
@@ -182,7 +232,8 @@ const LOSSY: ReadonlySet<AudioFormat> = new Set<AudioFormat>(['mp3', 'opus', 'og
 const WAV_ENCODERS = { '16': 'pcm_s16le', '24': 'pcm_s24le', '32f': 'pcm_f32le' } as const;
 /** flac is integer-only; its s32 path encodes 24 bits. */
 const FLAC_SAMPLE_FORMATS = { '16': 's16', '24': 's32' } as const;
-const MAX_CHANNELS = 64; // ffmpeg's own ceiling; a probe claiming more is corrupt
+/** ffmpeg's own ceiling (`-ac`, channel layouts); a probe claiming more cannot be encoded. */
+export const MAX_CHANNELS = 64;
 const PEAKS_PCM_ENCODER = 'pcm_s16le';
 const PEAKS_PCM_MUXER = 's16le';
 
@@ -196,8 +247,7 @@ export const ARGV_FLAGS: Readonly<Record<string, 0 | 1>> = Object.freeze({
   '-hide_banner': 0,
   '-loglevel': 1,
   '-protocol_whitelist': 1,
-  '-tls_verify': 1,
-  '-ca_file': 1,
+  '-format_whitelist': 1,
   '-ss': 1,
   '-t': 1,
   '-i': 1,
@@ -216,29 +266,19 @@ export const ARGV_FLAGS: Readonly<Record<string, 0 | 1>> = Object.freeze({
   '-f': 1,
 });
 
-/** The input protocol whitelist for a source. */
+/** The input protocol whitelist: `file` only, whatever the source was (see the header). */
 export function protocolWhitelist(input: Pick<ArgvInput, 'url' | 'kind'>): string {
-  switch (input.kind) {
-    case 'local':
-      return LOCAL_PROTOCOLS;
-    case 'https':
-      return REMOTE_PROTOCOLS;
-    case 's3':
-      return input.url.startsWith('http://') ? CLEARTEXT_S3_PROTOCOLS : REMOTE_PROTOCOLS;
-    default:
-      throw new TypeError(`unknown source kind ${JSON.stringify((input as ArgvInput).kind)}`);
+  if (input.kind !== 'local') {
+    throw new TypeError(
+      `a ${JSON.stringify((input as { kind?: unknown }).kind)} input is spooled by the proxy and read through a descriptor`,
+    );
   }
+  return LOCAL_PROTOCOLS;
 }
 
-/**
- * Peer verification for an input read over TLS: ffmpeg's default is not to verify, so every
- * remote input asks for it, against `caFile` when one is known. Nothing for cleartext inputs.
- */
-export function tlsArgs(input: Pick<ArgvInput, 'url' | 'kind' | 'caFile'>): string[] {
-  if (input.kind === 'local' || !input.url.startsWith('https://')) return [];
-  return input.caFile === undefined
-    ? ['-tls_verify', '1']
-    : ['-tls_verify', '1', '-ca_file', input.caFile];
+/** The flags that confine what an input may be: protocols, then demuxers. */
+export function inputWhitelists(input: Pick<ArgvInput, 'url' | 'kind'>): string[] {
+  return ['-protocol_whitelist', protocolWhitelist(input), '-format_whitelist', FORMAT_WHITELIST];
 }
 
 /**
@@ -246,23 +286,14 @@ export function tlsArgs(input: Pick<ArgvInput, 'url' | 'kind' | 'caFile'>): stri
  * `file:` protocol so that no prefix of the name is ever read as another protocol.
  */
 export function inputArgument(input: Pick<ArgvInput, 'url' | 'kind'>): string {
-  const { url, kind } = input;
+  const { url } = input;
   if (typeof url !== 'string' || url === '') {
     throw new TypeError('input.url must be a non-empty string');
   }
-  if (kind === 'local') {
-    if (url.startsWith('file:')) return url;
-    if (!url.startsWith('/')) throw new TypeError('a local source must be an absolute path');
-    return `file:${url}`;
-  }
-  if (kind === 'https' && !url.startsWith('https://')) {
-    throw new TypeError('an https source must be an https:// URL');
-  }
-  if (kind === 's3' && !/^https?:\/\//.test(url)) {
-    throw new TypeError('an s3 source must be a presigned http(s):// URL');
-  }
-  protocolWhitelist(input); // rejects an unknown kind
-  return url;
+  protocolWhitelist(input); // rejects every kind but a file
+  if (url.startsWith('file:')) return url;
+  if (!url.startsWith('/')) throw new TypeError('a local source must be an absolute path');
+  return `file:${url}`;
 }
 
 /** ffmpeg argv (no executable) that encodes `options` from `input` to stdout. */
@@ -279,6 +310,7 @@ export function buildRenderArgv(options: RenderOptions, input: ArgvInput): strin
     ...filterArgs(options, rate, trimPad(options, chainHz)),
     ...channelArgs(options, input),
     ...codecArgs(format, options, input, chainHz),
+    ...outputBound(input),
     '-f',
     MUXERS[format],
     'pipe:1',
@@ -309,6 +341,7 @@ export function buildPeaksDecodeArgv(
     String(channelCount(shape.channels)),
     '-c:a',
     PEAKS_PCM_ENCODER,
+    ...outputBound(input),
     '-f',
     PEAKS_PCM_MUXER,
     'pipe:1',
@@ -326,16 +359,17 @@ export function enhanceChain(preset: string): string {
 
 function head(options: RenderOptions, input: ArgvInput): string[] {
   const url = inputArgument(input);
-  return [
-    ...BASELINE,
-    '-protocol_whitelist',
-    protocolWhitelist(input),
-    ...tlsArgs(input),
-    ...seekArgs(options),
-    '-i',
-    url,
-    ...AUDIO_ONLY,
-  ];
+  return [...BASELINE, ...inputWhitelists(input), ...seekArgs(options), '-i', url, ...AUDIO_ONLY];
+}
+
+/** `-t` on the output: the longest the render may run in media time, whatever the source says. */
+function outputBound(input: ArgvInput): string[] {
+  const max = input.maxDurationS;
+  if (max === undefined) return [];
+  if (!Number.isInteger(max) || max < 1) {
+    throw new RangeError(`input.maxDurationS must be a positive integer, got ${max}`);
+  }
+  return ['-t', String(max)];
 }
 
 function seekArgs(options: RenderOptions): string[] {

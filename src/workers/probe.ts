@@ -29,10 +29,18 @@
  * | Verdict | When |
  * |---|---|
  * | `video_source` | a stream that is video and not cover art |
- * | `undecodable_source` | no audio stream, or (when required) no duration |
+ * | `undecodable_source` | a demuxer outside `AUDIO_DEMUXERS`; no audio stream; (when required) no duration |
+ * | `undecodable_source` (admission) | > 64 channels, a rate outside 1–768 kHz, a duration its bytes cannot hold |
+ * | `source_too_long` (admission) | a duration over `AP_MAX_DURATION_S` |
  * | `render_failed` | the output is not a JSON object, or is over the size bound |
  */
-import { type ArgvInput, inputArgument, protocolWhitelist, tlsArgs } from './argv.js';
+import {
+  type ArgvInput,
+  AUDIO_DEMUXERS,
+  inputArgument,
+  inputWhitelists,
+  MAX_CHANNELS,
+} from './argv.js';
 
 /** Real probes are a few KiB; beyond this the source carries something pathological. */
 export const MAX_PROBE_OUTPUT_BYTES = 1_048_576;
@@ -93,6 +101,8 @@ export type ParsedProbe =
       readonly info: ProbeInfo;
       readonly hasVideo: boolean;
       readonly hasAudio: boolean;
+      /** ffprobe's `format_name` as written (a comma list); absent when it named none. */
+      readonly demuxer?: string;
     }
   | { readonly ok: false; readonly reason: 'render_failed'; readonly detail: string };
 
@@ -118,7 +128,7 @@ export interface InfoBody {
 type Json = Record<string, unknown>;
 
 /** ffprobe argv (no executable): every stream and the container, as JSON; input last. */
-export function buildProbeArgv(input: Pick<ArgvInput, 'url' | 'kind' | 'caFile'>): string[] {
+export function buildProbeArgv(input: Pick<ArgvInput, 'url' | 'kind'>): string[] {
   const url = inputArgument(input);
   return [
     '-hide_banner',
@@ -128,9 +138,7 @@ export function buildProbeArgv(input: Pick<ArgvInput, 'url' | 'kind' | 'caFile'>
     '-show_streams',
     '-of',
     'json',
-    '-protocol_whitelist',
-    protocolWhitelist(input),
-    ...tlsArgs(input),
+    ...inputWhitelists(input),
     url,
   ];
 }
@@ -159,7 +167,11 @@ export function parseProbe(output: string | Uint8Array): ParsedProbe {
   const format = isObject(decoded.format) ? decoded.format : {};
   const audio = streams.find((s) => s.codec_type === 'audio');
   const hasVideo = streams.some(isVideo);
-  if (audio === undefined) return { ok: true, info: {}, hasVideo, hasAudio: false };
+  const demuxer =
+    typeof format.format_name === 'string' && format.format_name !== ''
+      ? { demuxer: format.format_name }
+      : {};
+  if (audio === undefined) return { ok: true, info: {}, hasVideo, hasAudio: false, ...demuxer };
 
   const info: { -readonly [K in keyof ProbeInfo]: ProbeInfo[K] } = {};
   const container = containerToken(format, audio);
@@ -180,7 +192,13 @@ export function parseProbe(output: string | Uint8Array): ParsedProbe {
   if (size !== undefined) info.size = size;
   const tags = boundedTags(format.tags) ?? boundedTags(audio.tags);
   if (tags !== undefined) info.tags = tags;
-  return { ok: true, info, hasVideo, hasAudio: true };
+  return { ok: true, info, hasVideo, hasAudio: true, ...demuxer };
+}
+
+/** Whether ffprobe's `format_name` names a demuxer of `AUDIO_DEMUXERS` (any name in its list). */
+export function isAudioDemuxer(formatName: string | undefined): boolean {
+  if (formatName === undefined) return false;
+  return formatName.split(',').some((name) => AUDIO_DEMUXERS.includes(name));
 }
 
 /**
@@ -194,12 +212,66 @@ export function probeVerdict(
   options: { readonly requireDuration?: boolean } = {},
 ): ProbeVerdict {
   if (!parsed.ok) return { ok: false, reason: 'render_failed' };
+  // The argv's whitelist already refuses other demuxers; this is the same rule on the answer.
+  if (!isAudioDemuxer(parsed.demuxer)) return { ok: false, reason: 'undecodable_source' };
   if (parsed.hasVideo) return { ok: false, reason: 'video_source' };
   if (!parsed.hasAudio) return { ok: false, reason: 'undecodable_source' };
   if ((options.requireDuration ?? true) && parsed.info.duration === undefined) {
     return { ok: false, reason: 'undecodable_source' };
   }
   return { ok: true, info: parsed.info };
+}
+
+/** Below this a claimed rate is a forgery: each sample becomes ≥ 8 output samples (the 1 Hz WAV). */
+export const MIN_SOURCE_SAMPLE_RATE_HZ = 1_000;
+/** Above this a claimed rate is a forgery: twice the highest rate any audio format records (DXD ×2). */
+export const MAX_SOURCE_SAMPLE_RATE_HZ = 768_000;
+/**
+ * The fewest bytes per second of media any real source spends: 8 (64 b/s). The most compressible
+ * silence measured (ffmpeg 5.1, 10 minutes of mono silence) was WavPack at 545 b/s, FLAC at
+ * 1 076, Vorbis at 945, Opus at 1 818: a source claiming more seconds than its bytes / 8 decodes
+ * to far more than its bytes justify, and is refused before it costs a slot.
+ */
+export const MIN_SOURCE_BYTES_PER_SECOND = 8;
+
+export type AdmissionVerdict =
+  | { readonly ok: true }
+  | { readonly ok: false; readonly reason: 'undecodable_source' | 'source_too_long' };
+
+const ADMITTED = Object.freeze({ ok: true } as const);
+
+/**
+ * Can the encoders take this source, within the output bound? Applied to a render's probe before
+ * it asks for a slot, so a refusal never holds one: more than `MAX_CHANNELS` channels, a rate
+ * outside `MIN_SOURCE_SAMPLE_RATE_HZ`..`MAX_SOURCE_SAMPLE_RATE_HZ`, or a duration its byte size
+ * cannot justify is `undecodable_source`; a duration over `maxDurationS` is `source_too_long`.
+ * Unknown fields pass: the argv's `-t` and the output byte cap still bound the render.
+ */
+export function admissionVerdict(
+  media: {
+    readonly sampleRate?: number;
+    readonly channels?: number;
+    readonly duration?: number;
+  },
+  sizeBytes: number | undefined,
+  limits: { readonly maxDurationS: number },
+): AdmissionVerdict {
+  const { sampleRate, channels, duration } = media;
+  if (channels !== undefined && channels > MAX_CHANNELS) {
+    return { ok: false, reason: 'undecodable_source' };
+  }
+  if (
+    sampleRate !== undefined &&
+    (sampleRate < MIN_SOURCE_SAMPLE_RATE_HZ || sampleRate > MAX_SOURCE_SAMPLE_RATE_HZ)
+  ) {
+    return { ok: false, reason: 'undecodable_source' };
+  }
+  if (duration === undefined) return ADMITTED;
+  if (sizeBytes !== undefined && duration * MIN_SOURCE_BYTES_PER_SECOND > sizeBytes) {
+    return { ok: false, reason: 'undecodable_source' };
+  }
+  if (duration > limits.maxDurationS) return { ok: false, reason: 'source_too_long' };
+  return ADMITTED;
 }
 
 /** The `/info` JSON object. `size` is the stat's; ffprobe's is the fallback. */

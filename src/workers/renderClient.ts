@@ -13,6 +13,9 @@
  *   caller can release the slot and hand the thread to the next grant at once.
  * - **The main thread kills only a pid the worker has not reported as exited** (a reaped pid may
  *   be recycled), and checks the start time it read at spawn before every signal.
+ * - **The source descriptor outlives the task.** With `openInput` the source is opened before
+ *   the task is submitted and its lease released only once the task is over (ffmpeg reaped, or
+ *   its thread gone), so a descriptor number is never closed (and reused) under a spawn.
  * - **A thread is terminated (task aborted) only after its ffmpeg was killed**: the other order
  *   would orphan ffmpeg with nobody left to reap it.
  * - **Nothing outlives the task**: settling releases the Comlink control proxy and closes the
@@ -41,6 +44,7 @@ import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import * as Comlink from 'comlink';
 import nodeEndpoint from 'comlink/dist/esm/node-adapter.mjs';
 import { fromCallback } from 'xstate';
+import type { OpenOutcome, OpenSource, SourceLease } from '../sources/lease.js';
 import {
   isAlive,
   KILL_WAIT_MS,
@@ -68,6 +72,12 @@ export const ACK_COALESCE_BYTES = HIGH_WATER_BYTES / 2; // each ack is a round t
 export const CANCEL_CONFIRM_MS = TERM_GRACE_MS + KILL_WAIT_MS + 250; // its own budget plus a beat
 
 export interface RenderSpec extends ProcessSpec {
+  /**
+   * Opens the source right before the task is submitted; its descriptor becomes `inputFd` and
+   * the lease is released once the task is over (ffmpeg reaped or its thread gone). A refusal
+   * settles the task as a failure without running anything.
+   */
+  readonly openInput?: OpenSource;
   /** Reduce the PCM ffmpeg writes to waveform peaks in the worker (one chunk comes back). */
   readonly peaks?: PeaksSpec;
   /** Batching overrides, for bench/workers.ts only (see `RenderTask`). */
@@ -127,6 +137,8 @@ class TaskClient<O extends { type: string }> implements TaskHandle {
   #mainKill: Promise<CancelReport> | null = null;
   #cancel: Promise<CancelReport> | null = null;
   #watchdog: NodeJS.Timeout | null = null;
+  /** False while the source is still opening: a cancel then aborts the open at once. */
+  #submitted = true;
 
   constructor(pool: WorkerPool, kind: Kind, spec: RenderSpec, callbacks: TaskCallbacks<O>) {
     this.#callbacks = callbacks;
@@ -141,28 +153,48 @@ class TaskClient<O extends { type: string }> implements TaskHandle {
     Comlink.expose(sink, endpoint);
     this.#control = Comlink.wrap<ProcessControl>(endpoint);
 
-    const task = {
+    const task = (inputFd: number | undefined) => ({
       kind,
       executable: spec.executable,
       argv: [...spec.argv],
       timeoutMs: spec.timeoutMs,
       ...(spec.maxBytes !== undefined ? { maxBytes: spec.maxBytes } : {}),
       ...(spec.nice !== undefined ? { nice: spec.nice } : {}),
+      ...(inputFd !== undefined ? { inputFd } : {}),
       ...(spec.peaks !== undefined ? { peaks: spec.peaks } : {}),
       ...(spec.batchBytes !== undefined ? { batchBytes: spec.batchBytes } : {}),
       ...(spec.flushMs !== undefined ? { flushMs: spec.flushMs } : {}),
       port: port2,
+    });
+    const submit = (inputFd: number | undefined): Promise<O> => {
+      try {
+        return pool.run<O>(task(inputFd), { signal: this.#abort.signal, transferList: [port2] });
+      } catch (error) {
+        // A pool that refuses synchronously is a refusal like any other: settled through the
+        // rejection path, so the port is closed and the proxy released all the same.
+        return Promise.reject(error);
+      }
     };
-    let running: Promise<O>;
-    try {
-      running = pool.run<O>(task, { signal: this.#abort.signal, transferList: [port2] });
-    } catch (error) {
-      // A pool that refuses synchronously is a refusal like any other: settled through the
-      // rejection path, so the port is closed and the proxy released all the same.
-      running = Promise.reject(error);
-    }
+    // The source is opened first (when the spec says how); its lease outlives the task.
+    let lease: SourceLease | undefined;
+    if (spec.openInput) this.#submitted = false;
+    const running = spec.openInput
+      ? spec.openInput(this.#abort.signal).then((opened: OpenOutcome) => {
+          if (!opened.ok) throw new SourceRefused(opened.refusal, opened.detail);
+          lease = opened.lease;
+          // Cancelled or detached meanwhile: nothing is submitted (the port may be closed).
+          if (this.#killReason !== null) {
+            throw new SourceRefused('cancelled', 'cancelled while the source was opening');
+          }
+          this.#submitted = true;
+          return submit(lease.fd);
+        })
+      : spec.inputFd !== undefined
+        ? submit(spec.inputFd)
+        : submit(undefined);
     const over = () => {
       this.#taskOver = true;
+      lease?.release(); // ffmpeg is reaped (or its thread is gone): nobody reads it any more
     };
     this.#taskDone = running.then(over, over);
     running.then(
@@ -222,6 +254,7 @@ class TaskClient<O extends { type: string }> implements TaskHandle {
   async #cancelOnce(): Promise<CancelReport> {
     if (this.#outcome) return this.#report('none', 'already_dead');
     this.#killReason ??= 'cancelled';
+    if (!this.#submitted) this.#abort.abort(); // still opening the source: stop that instead
     // The worker kills (TERM, grace, KILL), waits for the reap, then settles the task with a
     // report of how it went; the task's settlement is the confirmation, on Piscina's channel.
     this.#control.cancel().catch(() => {});
@@ -266,6 +299,18 @@ class TaskClient<O extends { type: string }> implements TaskHandle {
     if (this.#outcome) return;
     // Our own abort, or the worker died: either way make sure ffmpeg is dead before reporting.
     await this.#killFromHere();
+    if (error instanceof SourceRefused) {
+      const failure: TaskFailure = {
+        type: 'error',
+        class: error.failureClass,
+        exitStatus: null,
+        stderrTail: '',
+        bytes: 0,
+        detail: error.message,
+      };
+      this.#settle(failure as unknown as O);
+      return;
+    }
     const reason = this.#killReason;
     const message = error instanceof Error ? error.message : String(error);
     const detail =
@@ -318,6 +363,23 @@ class TaskClient<O extends { type: string }> implements TaskHandle {
   #onExited(status: number | null, signal: string | null): void {
     this.#exited = true;
     if (this.#live()) this.#callbacks.onExited?.(status, signal);
+  }
+}
+
+/** The source could not be opened: the task never ran. */
+class SourceRefused extends Error {
+  override readonly name = 'SourceRefused';
+  readonly failureClass: FailureClass;
+  constructor(refusal: string, detail?: string) {
+    super(`source ${refusal}${detail ? `: ${detail}` : ''}`);
+    // Only a vanished file has its own class; a source that grew past AP_MAX_SRC_BYTES or an
+    // origin that failed between the probe and the render is this render's failure.
+    this.failureClass =
+      refusal === 'not_found'
+        ? 'not_found'
+        : refusal === 'cancelled'
+          ? 'cancelled'
+          : 'render_failed';
   }
 }
 

@@ -11,6 +11,9 @@
  *
  * ## Invariants
  * - **No shell.** The executable is spawned by argv; the pid reported is ffmpeg's own.
+ * - **The input is a descriptor, never a path.** `inputFd` (opened and owned by the main
+ *   thread) is mapped to the child's fd 3; the argv names `/proc/self/fd/3`. This module never
+ *   opens or closes it.
  * - **The pid reaches the main thread before anything else**, so it can finish a kill itself.
  * - **Unacknowledged bytes stay under `HIGH_WATER_BYTES` + one batch.** At the mark stdout is
  *   paused, which backs up into ffmpeg's pipe: memory is bounded, not queued.
@@ -79,6 +82,12 @@ export interface ProcessSpec {
    * leaves it at the proxy's own. Encodes are batch work, the event loop serves every client.
    */
   readonly nice?: number;
+  /**
+   * A descriptor open in this process (the source the proxy opened) that the child inherits as
+   * its fd 3 (`INPUT_FD`), read as `file:/proc/self/fd/3`. Worker threads share the process's
+   * descriptor table; the owner on the main thread keeps it open until the task has settled.
+   */
+  readonly inputFd?: number;
 }
 
 /** Reduce ffmpeg's s16le PCM to waveform peaks in this thread; the output is one chunk. */
@@ -182,6 +191,9 @@ function assertSpec(task: ProcessSpec): void {
   if (!Number.isFinite(task.timeoutMs) || task.timeoutMs <= 0) {
     throw new RangeError(`timeoutMs must be a positive number, got ${String(task.timeoutMs)}`);
   }
+  if (task.inputFd !== undefined && !(Number.isInteger(task.inputFd) && task.inputFd > 2)) {
+    throw new RangeError(`inputFd must be a descriptor above 2, got ${String(task.inputFd)}`);
+  }
   if (task.maxBytes !== undefined && !(Number.isSafeInteger(task.maxBytes) && task.maxBytes >= 0)) {
     throw new RangeError(`maxBytes must be a non-negative integer, got ${String(task.maxBytes)}`);
   }
@@ -235,8 +247,12 @@ abstract class ProcessRun<O> {
       this.sink = null;
     }
 
+    // The source descriptor becomes the child's fd 3 (`INPUT_FD`); nothing else is inherited.
     this.child = spawn(spec.executable, spec.argv as string[], {
-      stdio: ['ignore', 'pipe', 'pipe'],
+      stdio:
+        spec.inputFd === undefined
+          ? ['ignore', 'pipe', 'pipe']
+          : ['ignore', 'pipe', 'pipe', spec.inputFd],
       windowsHide: true,
     });
     if (spec.nice && this.child.pid !== undefined) {

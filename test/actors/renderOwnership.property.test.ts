@@ -156,7 +156,7 @@ function system(fault: Fault) {
       return {
         spec: {
           executable: ffmpeg.path,
-          argv: buildRenderArgv(request.options, request.source.input),
+          argv: buildRenderArgv(request.options, { url: request.source.input.url, kind: 'local' }),
           timeoutMs: 10_000,
         },
         pool: faultyPool,

@@ -25,6 +25,13 @@ const CONTRACT: [Failure, number, string, string, string][] = [
     'max-age=10',
   ],
   [
+    { type: 'source_too_long' },
+    413,
+    'source_too_long',
+    'Source exceeds AP_MAX_DURATION_S',
+    'max-age=10',
+  ],
+  [
     { type: 'undecodable_source' },
     415,
     'undecodable_source',

@@ -213,7 +213,7 @@ export function backgroundService(system: ClassesSystem, admissionClass: Admissi
       spec: {
         executable: system.ffmpegPath,
         timeoutMs: system.config.get().renderTimeoutS * 1000,
-        argv: buildRenderArgv(request.options, request.source.input),
+        argv: buildRenderArgv(request.options, { url: request.source.input.url, kind: 'local' }),
       },
       pool: system.renderPool,
     }),

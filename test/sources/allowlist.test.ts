@@ -50,9 +50,31 @@ describe('hosts', () => {
     ['*.*.example', 'a.b.example', false],
     ['*', 'anything.example', true],
     ['::1', '::1', true],
-    ['[::1]', '::1', false],
+    ['[::1]', '::1', true], // brackets are how an IPv6 entry names a port
   ])('%j vs %j → %s', (pattern, host, expected) => {
     expect(patternMatches('host', pattern, host)).toBe(expected);
+  });
+
+  // Issue #14: the allowlist ignored ports, so any service on an allowed host was reachable.
+  it.each([
+    ['media.example', 'media.example', 443, true],
+    ['media.example', 'media.example', 8443, false],
+    ['media.example:8443', 'media.example', 8443, true],
+    ['media.example:8443', 'media.example', 443, false],
+    ['media.example:443', 'media.example', 443, true],
+    ['*.media.example:8443', 'cdn.media.example', 8443, true],
+    ['*.media.example', 'cdn.media.example', 22, false],
+    ['127.0.0.1', '127.0.0.1', 6379, false],
+    ['127.0.0.1:6379', '127.0.0.1', 6379, true],
+    ['[::1]:8443', '::1', 8443, true],
+    ['[::1]:8443', '::1', 443, false],
+    ['::1', '::1', 8443, false],
+    ['media.example:0', 'media.example', 0, false],
+    ['media.example:99999', 'media.example', 99999, false],
+    ['media.example:x', 'media.example', 443, false],
+    ['*', 'anything.example', 8443, true],
+  ])('%j admits %j on port %i → %s', (pattern, host, port, expected) => {
+    expect(patternMatches('host', pattern, host, port)).toBe(expected);
   });
 });
 

@@ -1,25 +1,26 @@
 /**
- * `s3://` sources against a real S3-compatible server: an existing object resolves to a presigned
- * URL that ffprobe reads (with the argv builder's own protocol whitelist) and that serves byte
- * ranges, with the object's size and mtime; a missing key, a missing bucket and a bucket outside
+ * `s3://` sources against a real S3-compatible server: an existing object resolves with its size
+ * and mtime, and opens as a spool the proxy fetched (no URL reaches ffprobe, which reads the
+ * descriptor as fd 3, whitelists and all); a GET past `AP_MAX_SRC_BYTES` is stopped by the byte
+ * counter; a missing key, a missing bucket and a bucket outside
  * the allowlist are the one 404; missing or unknown credentials are 500 `not_configured`; an
  * unreachable store is 502; an object over `AP_MAX_SRC_BYTES` is 413 for renders only.
  */
-import { execFile } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { promisify } from 'node:util';
 import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ResolvedSource } from '../../src/http/handler.js';
 import { parseSource } from '../../src/sources/parse.js';
 import { resolveRemote } from '../../src/sources/remote.js';
-import { sourceClient, sourcePresignTtlS } from '../../src/sources/s3.js';
+import { sourceClient } from '../../src/sources/s3.js';
+import { FD_INPUT_PATH } from '../../src/workers/argv.js';
 import { resolveFfprobe } from '../../src/workers/ffmpegPath.js';
 import { buildProbeArgv } from '../../src/workers/probe.js';
 import { makeFixtures } from '../fixtures/audio.js';
 import { type S3rverHandle, startS3rver } from '../store/s3rver.js';
 
-const run = promisify(execFile);
 let s3: S3rverHandle;
 let wav: Buffer;
 
@@ -42,27 +43,49 @@ async function resolve(source: string, env: Record<string, string> = {}, enforce
 }
 
 describe('s3:// sources', () => {
-  it('resolve to a presigned URL that serves the object and its ranges', async () => {
+  it('resolve without a URL, and open as a spool holding the object; probe and render share it', async () => {
     const r = (await resolve('s3://media/music/stereo.wav')) as ResolvedSource;
     expect(r.canonical).toBe('s3://media/music/stereo.wav');
-    expect(r.input.kind).toBe('s3');
+    expect(r.input).toEqual({ url: 's3://media/music/stereo.wav', kind: 's3' });
     expect(r.size).toBe(wav.length);
     expect(typeof r.mtimeMs).toBe('number');
-    expect(r.input.url).toContain('X-Amz-Signature=');
-    expect(r.input.url).toContain(`X-Amz-Expires=${sourcePresignTtlS(s3.config())}`);
-    const whole = await fetch(r.input.url);
-    expect(Buffer.from(await whole.arrayBuffer()).equals(wav)).toBe(true);
-    const ranged = await fetch(r.input.url, { headers: { range: 'bytes=44-99' } });
-    expect(ranged.status).toBe(206);
-    expect(Buffer.from(await ranged.arrayBuffer()).equals(wav.subarray(44, 100))).toBe(true);
+    const first = await r.open!();
+    const second = await r.open!();
+    if (!first.ok || !second.ok) throw new Error('the spool did not open');
+    expect(second.lease.fd).toBe(first.lease.fd); // one GET, one spool, two leases
+    expect(readFileSync(`/proc/self/fd/${first.lease.fd}`).equals(wav)).toBe(true);
+    first.lease.release();
+    second.lease.release();
   });
 
-  it('ffprobe reads the presigned URL through the argv builder', async () => {
+  it('ffprobe reads the spool as its fd 3, through the argv builder', async () => {
     const r = (await resolve('s3://media/music/stereo.wav')) as ResolvedSource;
-    const ffprobe = resolveFfprobe({ env: process.env }).path;
-    const { stdout } = await run(ffprobe, buildProbeArgv(r.input));
-    const info = JSON.parse(stdout) as { streams: Array<{ channels: number; codec_type: string }> };
-    expect(info.streams[0]).toMatchObject({ codec_type: 'audio', channels: 2 });
+    const opened = await r.open!();
+    if (!opened.ok) throw new Error(opened.refusal);
+    try {
+      const ffprobe = resolveFfprobe({ env: process.env }).path;
+      const argv = buildProbeArgv({ url: FD_INPUT_PATH, kind: 'local' });
+      const probe = spawnSync(ffprobe, argv, {
+        stdio: ['ignore', 'pipe', 'pipe', opened.lease.fd],
+      });
+      expect(probe.status, probe.stderr.toString()).toBe(0);
+      const info = JSON.parse(probe.stdout.toString()) as {
+        streams: Array<{ channels: number; codec_type: string }>;
+      };
+      expect(info.streams[0]).toMatchObject({ codec_type: 'audio', channels: 2 });
+    } finally {
+      opened.lease.release();
+    }
+  });
+
+  it('the byte counter stops a GET past AP_MAX_SRC_BYTES, for /info too', async () => {
+    // /info skips the HEAD's size check; what the proxy reads is still bounded.
+    const r = (await resolve(
+      's3://media/music/stereo.wav',
+      { AP_MAX_SRC_BYTES: '1000' },
+      false,
+    )) as ResolvedSource;
+    expect(await r.open!()).toEqual({ ok: false, refusal: 'source_too_large' });
   });
 
   it('a missing key, a missing bucket and an unlisted bucket are the same 404', async () => {

@@ -15,9 +15,11 @@ import { parseOptions, type RenderOptions } from '../../src/http/options.js';
 import {
   ARGV_FLAGS,
   type ArgvInput,
+  AUDIO_DEMUXERS,
   buildPeaksDecodeArgv,
   buildRenderArgv,
   ENHANCE_CHAINS,
+  FD_INPUT_PATH,
   protocolWhitelist,
 } from '../../src/workers/argv.js';
 import { type AudioFixtures, makeFixtures, runTool } from '../fixtures/audio.js';
@@ -48,37 +50,51 @@ function valueAfter(argv: readonly string[], flag: string): string | undefined {
 }
 
 describe('buildRenderArgv: shape', () => {
-  it('builds the documented argv for an opus preview of a remote source', () => {
+  it('builds the documented argv for an opus preview read through the source descriptor', () => {
     const argv = buildRenderArgv(opts('f:opus/br:96/t:12.5:30/fade:0.5:1'), {
-      url: 'https://example.test/a.wav',
-      kind: 'https',
-      caFile: '/etc/roots.pem',
+      url: FD_INPUT_PATH,
+      kind: 'local',
+      maxDurationS: 21_600,
     });
     expect(argv).toEqual([
       ...['-nostdin', '-nostats', '-hide_banner', '-loglevel', 'error'],
-      ...['-protocol_whitelist', 'https,tls,tcp'],
-      ...['-tls_verify', '1', '-ca_file', '/etc/roots.pem'],
-      ...['-ss', '12.5', '-t', '30', '-i', 'https://example.test/a.wav'],
+      ...['-protocol_whitelist', 'file', '-format_whitelist', AUDIO_DEMUXERS.join(',')],
+      ...['-ss', '12.5', '-t', '30', '-i', 'file:/proc/self/fd/3'],
       ...['-vn', '-sn', '-dn'],
       // No probe: the trim pad is counted at the lowest lossy rate (10 ms at 7350 Hz).
       ...['-af', 'afade=t=in:st=0:d=0.5,afade=t=out:st=29:d=1,apad=whole_len=73'],
-      ...['-c:a', 'libopus', '-b:a', '96k', '-f', 'ogg', 'pipe:1'],
+      ...['-c:a', 'libopus', '-b:a', '96k', '-t', '21600', '-f', 'ogg', 'pipe:1'],
     ]);
   });
 
-  it('verifies every TLS input, never a local or cleartext one', () => {
+  it('confines every run to the file protocol and the audio demuxers; no TLS, no URL', () => {
     const o = opts('f:mp3');
-    const https = buildRenderArgv(o, { url: 'https://h/a.wav', kind: 'https' });
-    expect(https.slice(https.indexOf('-tls_verify'), https.indexOf('-i'))).toEqual([
-      '-tls_verify',
-      '1',
-    ]);
-    const s3 = buildRenderArgv(o, { url: 'https://s3/b/k?X-Amz=1', kind: 's3', caFile: '/ca' });
-    expect(s3).toEqual(expect.arrayContaining(['-tls_verify', '1', '-ca_file', '/ca']));
-    expect(buildRenderArgv(o, { url: 'http://minio:9000/b/k', kind: 's3' })).not.toContain(
-      '-tls_verify',
+    for (const argv of [
+      buildRenderArgv(o, local('/srv/a.wav')),
+      buildPeaksDecodeArgv(opts('f:peaks'), local('/srv/a.wav'), { sampleRate: 8000, channels: 1 }),
+    ]) {
+      expect(valueAfter(argv, '-protocol_whitelist')).toBe('file');
+      expect(valueAfter(argv, '-format_whitelist')).toBe(AUDIO_DEMUXERS.join(','));
+      expect(argv).not.toContain('-tls_verify');
+    }
+    for (const forbidden of ['hls', 'dash', 'concat', 'image2', 'tty', 'lavfi', 'mpegts', 'sbg']) {
+      expect(AUDIO_DEMUXERS).not.toContain(forbidden);
+    }
+    expect(() => buildRenderArgv(o, { url: 'https://h/a.wav', kind: 'https' as never })).toThrow(
+      /spooled by the proxy/,
     );
-    expect(buildRenderArgv(o, local('/srv/a.wav'))).not.toContain('-tls_verify');
+    expect(() => buildRenderArgv(o, { url: 'https://s3/b/k', kind: 's3' as never })).toThrow(
+      TypeError,
+    );
+  });
+
+  it('bounds the output with -t before the muxer only when maxDurationS is given', () => {
+    const bounded = buildRenderArgv(opts('f:wav'), local('/srv/a.wav', { maxDurationS: 60 }));
+    expect(bounded.slice(-5)).toEqual(['-t', '60', '-f', 'wav', 'pipe:1']);
+    expect(buildRenderArgv(opts('f:wav'), local('/srv/a.wav')).slice(-5, -3)).not.toContain('-t');
+    expect(() => buildRenderArgv(opts('f:wav'), local('/srv/a.wav', { maxDurationS: 0 }))).toThrow(
+      RangeError,
+    );
   });
 
   it('defaults to mp3 with no filters and no -ac', () => {
@@ -239,21 +255,22 @@ describe('source kinds and the protocol whitelist', () => {
     expect(valueAfter(buildRenderArgv(opts(''), local('file:/a.wav')), '-i')).toBe('file:/a.wav');
   });
 
-  it('gives remote sources TLS over TCP and never file', () => {
-    expect(protocolWhitelist({ url: 'https://h/a', kind: 'https' })).toBe('https,tls,tcp');
-    expect(protocolWhitelist({ url: 'https://s3.test/b/k?X-Amz=1', kind: 's3' })).toBe(
-      'https,tls,tcp',
+  it('has no whitelist for remote kinds: they are spooled by the proxy', () => {
+    expect(() => protocolWhitelist({ url: 'https://h/a', kind: 'https' as never })).toThrow(
+      TypeError,
     );
-    expect(protocolWhitelist({ url: 'http://minio:9000/b/k', kind: 's3' })).toBe(
-      'http,https,tls,tcp',
+    expect(() => protocolWhitelist({ url: 'http://minio:9000/b/k', kind: 's3' as never })).toThrow(
+      TypeError,
     );
   });
 
   it('refuses an input that contradicts its kind, and unknown kinds', () => {
-    expect(() => buildRenderArgv(opts(''), { url: 'http://h/a', kind: 'https' })).toThrow(
+    expect(() => buildRenderArgv(opts(''), { url: 'http://h/a', kind: 'https' as never })).toThrow(
       TypeError,
     );
-    expect(() => buildRenderArgv(opts(''), { url: '/etc/passwd', kind: 's3' })).toThrow(TypeError);
+    expect(() => buildRenderArgv(opts(''), { url: '/etc/passwd', kind: 's3' as never })).toThrow(
+      TypeError,
+    );
     expect(() => buildRenderArgv(opts(''), { url: '', kind: 'local' })).toThrow(TypeError);
     expect(() => buildRenderArgv(opts(''), { url: 'a.wav', kind: 'local' })).toThrow(/absolute/);
     expect(() => buildRenderArgv(opts(''), { url: '/a', kind: 'ftp' as never })).toThrow(TypeError);
@@ -605,7 +622,7 @@ describe('real ffmpeg (Debian 5.1) on generated fixtures', () => {
       runTool(DEBIAN_FFMPEG, buildRenderArgv(opts(''), local(playlist))),
     );
     expect(run.status).not.toBe(0);
-    expect(run.stderr).toMatch(/not on whitelist 'file'/);
+    expect(run.stderr).toMatch(/not on whitelist/);
   });
 
   it('the peaks decode produces exactly the budgeted interleaved frames', async () => {

@@ -141,11 +141,12 @@ describe('real ffmpeg and ffprobe failures', () => {
     expect(probe.outcome, probe.stderr).toEqual({ ok: false, class: 'undecodable' });
   });
 
-  it('a file with no audio stream fails as render_failed for an encode (the probe gate 415s it)', async () => {
+  it('a file no audio demuxer reads (subtitles) is undecodable: refused by the whitelist', async () => {
     const subtitles = { url: fx.subtitlesOnly, kind: 'local' as const };
     const render = await classifyRun('ffmpeg', buildRenderArgv(mp3(), subtitles));
     expect(render.status).not.toBe(0);
-    expect(render.outcome).toEqual({ ok: false, class: 'render_failed' });
+    expect(render.stderr).toMatch(/not on whitelist/);
+    expect(render.outcome).toEqual({ ok: false, class: 'undecodable' });
   });
 
   it('a missing name that looks like another protocol is still just a missing file', async () => {

@@ -7,9 +7,13 @@
  */
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { AUDIO_DEMUXERS } from '../../src/workers/argv.js';
+import { classifyFailure } from '../../src/workers/classify.js';
 import {
+  admissionVerdict,
   buildProbeArgv,
   infoBody,
+  isAudioDemuxer,
   MAX_INFO_TAG_CHARS,
   MAX_INFO_TAGS,
   MAX_PROBE_OUTPUT_BYTES,
@@ -41,14 +45,13 @@ describe('buildProbeArgv', () => {
   it('asks for every stream and the container as JSON, whitelisted, input last', () => {
     expect(buildProbeArgv({ url: '/srv/a.wav', kind: 'local' })).toEqual([
       ...['-hide_banner', '-v', 'error', '-show_format', '-show_streams', '-of', 'json'],
-      ...['-protocol_whitelist', 'file', 'file:/srv/a.wav'],
+      ...['-protocol_whitelist', 'file', '-format_whitelist', AUDIO_DEMUXERS.join(',')],
+      'file:/srv/a.wav',
     ]);
-    const remote = buildProbeArgv({ url: 'https://h/a.mp3?sig=1', kind: 'https', caFile: '/ca' });
-    expect(remote.slice(-7)).toEqual([
-      ...['-protocol_whitelist', 'https,tls,tcp'],
-      ...['-tls_verify', '1', '-ca_file', '/ca'],
-      'https://h/a.mp3?sig=1',
-    ]);
+    // A remote source is spooled by the proxy: ffprobe never gets its URL.
+    expect(() => buildProbeArgv({ url: 'https://h/a.mp3?sig=1', kind: 'https' as never })).toThrow(
+      TypeError,
+    );
     expect(buildProbeArgv({ url: '/x', kind: 'local' })).not.toContain('-select_streams');
   });
 });
@@ -63,6 +66,7 @@ describe('parseProbe', () => {
       ok: true,
       hasAudio: true,
       hasVideo: false,
+      demuxer: 'wav',
       info: {
         format: 'wav',
         duration: 3.5,
@@ -162,7 +166,10 @@ describe('parseProbe', () => {
 
 describe('the audio-only policy', () => {
   const withVideo = (video: Record<string, unknown>) =>
-    parsed({ format: { duration: '1' }, streams: [audio(), { codec_type: 'video', ...video }] });
+    parsed({
+      format: { format_name: 'matroska,webm', duration: '1' },
+      streams: [audio(), { codec_type: 'video', ...video }],
+    });
 
   it('lets cover art through: attached_pic, or a single still frame', () => {
     expect(withVideo({ codec_name: 'h264', disposition: { attached_pic: 1 } }).hasVideo).toBe(
@@ -185,19 +192,52 @@ describe('the audio-only policy', () => {
       ok: false,
       reason: 'video_source',
     });
+    const mov = { format_name: 'mov,mp4,m4a,3gp,3g2,mj2' };
     expect(
-      probeVerdict(parsed({ streams: [{ codec_type: 'video', codec_name: 'h264' }] })),
+      probeVerdict(parsed({ format: mov, streams: [{ codec_type: 'video', codec_name: 'h264' }] })),
     ).toEqual({ ok: false, reason: 'video_source' });
-    expect(probeVerdict(parsed({ streams: [{ codec_type: 'subtitle' }] }))).toEqual({
+    expect(probeVerdict(parsed({ format: mov, streams: [{ codec_type: 'subtitle' }] }))).toEqual({
       ok: false,
       reason: 'undecodable_source',
     });
-    const noDuration = parsed({ streams: [audio()] });
+    const noDuration = parsed({ format: { format_name: 'wav' }, streams: [audio()] });
     expect(probeVerdict(noDuration)).toEqual({ ok: false, reason: 'undecodable_source' });
     expect(probeVerdict(noDuration, { requireDuration: false })).toMatchObject({ ok: true });
     expect(probeVerdict(parseProbe('garbage'))).toEqual({ ok: false, reason: 'render_failed' });
     const good = withVideo({ codec_name: 'png', disposition: { attached_pic: 1 } });
     expect(probeVerdict(good)).toEqual({ ok: true, info: good.info });
+  });
+});
+
+describe('admissionVerdict: what a render may ask a slot for', () => {
+  const limits = { maxDurationS: 3_600 };
+  it('admits an ordinary source and one the probe said little about', () => {
+    expect(
+      admissionVerdict({ sampleRate: 44_100, channels: 2, duration: 180 }, 3_000_000, limits),
+    ).toEqual({ ok: true });
+    expect(admissionVerdict({}, undefined, limits)).toEqual({ ok: true });
+  });
+  it('refuses what the encoders cannot take: > 64 channels, a rate outside 1–768 kHz', () => {
+    const no = { ok: false, reason: 'undecodable_source' };
+    expect(admissionVerdict({ channels: 65 }, 1_000, limits)).toEqual(no);
+    expect(admissionVerdict({ channels: 64 }, 1_000, limits)).toEqual({ ok: true });
+    expect(admissionVerdict({ sampleRate: 1 }, 1_000, limits)).toEqual(no);
+    expect(admissionVerdict({ sampleRate: 999 }, 1_000, limits)).toEqual(no);
+    expect(admissionVerdict({ sampleRate: 1_000 }, 1_000, limits)).toEqual({ ok: true });
+    expect(admissionVerdict({ sampleRate: 768_001 }, 1_000, limits)).toEqual(no);
+  });
+  it('refuses a duration its bytes cannot hold (amplification) and one past the bound', () => {
+    // 1 KB claiming 500 s is 2 bytes a second: under the 8 any real encoder spends.
+    expect(admissionVerdict({ duration: 500 }, 1_000, limits)).toEqual({
+      ok: false,
+      reason: 'undecodable_source',
+    });
+    expect(admissionVerdict({ duration: 125 }, 1_000, limits)).toEqual({ ok: true });
+    expect(admissionVerdict({ duration: 3_601 }, 1e9, limits)).toEqual({
+      ok: false,
+      reason: 'source_too_long',
+    });
+    expect(admissionVerdict({ duration: 3_600 }, 1e9, limits)).toEqual({ ok: true });
   });
 });
 
@@ -290,11 +330,20 @@ describe('real ffprobe on the fixtures', () => {
     if (video.ok) expect(video.info.format).toBe('m4a');
   });
 
-  it('calls a file with no audio stream undecodable', async () => {
-    expect(probeVerdict(await probe(fx.subtitlesOnly))).toEqual({
-      ok: false,
-      reason: 'undecodable_source',
-    });
+  it('refuses a file no audio demuxer reads before parsing it (subtitles, text)', async () => {
+    for (const path of [fx.subtitlesOnly, fx.garbage]) {
+      const run = await runTool('ffprobe', buildProbeArgv({ url: path, kind: 'local' }));
+      expect(run.status).not.toBe(0);
+      expect(classifyFailure(run.status, run.stderr)).toBe('undecodable');
+    }
+  });
+
+  it('calls a demuxer outside the audio whitelist undecodable even if it had audio', () => {
+    const hls = parsed({ format: { format_name: 'hls', duration: '4' }, streams: [audio()] });
+    expect(probeVerdict(hls)).toEqual({ ok: false, reason: 'undecodable_source' });
+    expect(isAudioDemuxer('mov,mp4,m4a,3gp,3g2,mj2')).toBe(true);
+    expect(isAudioDemuxer('hls,applehttp')).toBe(false);
+    expect(isAudioDemuxer(undefined)).toBe(false);
   });
 
   it('the npm-shipped ffprobe answers the same for the wav, the cover art and the video', async () => {
