@@ -222,11 +222,12 @@ export async function resolveHttpsSource(
     source,
     canonical,
     input: { url: source.url, kind: 'https' },
-    open: () =>
+    open: (abandon) =>
       openSpooled(
         version,
         (sink, signal) => fetchInto(source.url, agent, pinned, limits.maxBytes, sink, signal),
         limits,
+        abandon,
       ),
     ...(size !== undefined ? { size } : {}),
     ...(mtimeMs !== undefined ? { mtimeMs } : {}),
