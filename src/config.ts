@@ -365,7 +365,7 @@ export const CONFIG_VARIABLES = [
     section: S_SOURCES,
     default: 'empty: every HTTPS host refused, every S3 bucket admitted',
     rule: RULE.list,
-    doc: 'HTTPS hosts and S3 buckets a source may name.',
+    doc: 'HTTPS hosts and S3 buckets a source may name. A host entry admits port 443 only; `host:port` (`[v6]:port`, `*.suffix:port`) admits that port; `*` admits every host and port.',
   },
   {
     name: 'AP_LOCAL_ROOT',
@@ -435,7 +435,7 @@ export const CONFIG_VARIABLES = [
     section: S_LIMITS,
     default: `\`${DEFAULT_MAX_SRC_BYTES}\``,
     rule: RULE.positive,
-    doc: 'Largest source accepted, checked by stat before rendering (over it: 413; not applied to `/info`).',
+    doc: 'Largest source accepted (over it: 413): checked by stat and on the opened file before rendering (not for `/info`), and on every byte the proxy reads of a remote source (`/info` too: it is what the proxy stores).',
   },
   {
     name: 'AP_MAX_VARIANT_BYTES',

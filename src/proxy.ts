@@ -636,6 +636,8 @@ function renderInputFor(
   const input = { ...FD_INPUT, ...media, maxDurationS: config.maxDurationS };
   const open = source.open;
   if (open === undefined) throw new TypeError('renderInputFor: the source has no opener');
+  // What the live view shows as the input: the argv only names the descriptor.
+  const label = source.canonical;
   const spec = {
     executable: ffmpegPath,
     timeoutMs: config.renderTimeoutS * 1000,
@@ -643,7 +645,7 @@ function renderInputFor(
     openInput: open,
   };
   if (options.format !== 'peaks') {
-    return { spec: { ...spec, argv: buildRenderArgv(options, input) }, pool };
+    return { spec: { ...spec, argv: buildRenderArgv(options, input) }, pool, source: label };
   }
   // Peaks: ffmpeg decodes to PCM at the source's rate; the worker reduces it to one chunk.
   const sampleRate = media?.sampleRate ?? PEAKS_FALLBACK_RATE_HZ;
@@ -661,6 +663,7 @@ function renderInputFor(
       },
     },
     pool,
+    source: label,
   };
 }
 

@@ -107,15 +107,19 @@ function genericDetails(ctx: unknown): Details {
 }
 
 /**
- * A coordinator's key is a hash: its render's argv says what is being made. The input's query
- * string is dropped (a presigned URL's signature is nobody's business on a dashboard).
+ * A coordinator's key is a hash: its render's argv says what is being made. The input is the
+ * render's canonical source when it carries one (ffmpeg's own input is only a descriptor), else
+ * the argv's; a query string is dropped either way (a signature is nobody's business here).
  */
-function coordinatorDetails(ctx: { renderInput?: { spec?: { argv?: unknown } } }): Details {
+function coordinatorDetails(ctx: {
+  renderInput?: { spec?: { argv?: unknown }; source?: unknown };
+}): Details {
   const out = genericDetails(ctx);
   const argv = ctx.renderInput?.spec?.argv;
   if (!Array.isArray(argv)) return out;
   const at = argv.lastIndexOf('-i');
-  const input = at >= 0 ? argv[at + 1] : undefined;
+  const labelled = ctx.renderInput?.source;
+  const input = typeof labelled === 'string' ? labelled : at >= 0 ? argv[at + 1] : undefined;
   if (typeof input === 'string') out.input = cut(input.split('?', 1)[0] ?? '');
   const f = argv.lastIndexOf('-f');
   const output = f >= 0 ? argv[f + 1] : undefined;

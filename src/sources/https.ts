@@ -7,9 +7,9 @@
  * private, link-local… refused unless `AP_SOURCE_ALLOW_PRIVATE`) and pinned, so the HEAD and the
  * GET connect to the address that was judged, and a name that re-resolves cannot move the read.
  *
- * Trust: the system store, or the PEM bundle in `AP_S3_CA_BUNDLE` when it is set (one bundle for
- * every outbound TLS connection of the source side; a private CA usually signs both the object
- * store and the media hosts).
+ * Trust: Node's root store, or the PEM bundle in `AP_S3_CA_BUNDLE` when it is set (one bundle
+ * for every outbound TLS connection of the source side; a private CA usually signs both the
+ * object store and the media hosts). Only the proxy speaks TLS: ffmpeg reads a local spool.
  *
  * ## Invariants
  * - **Unlisted means 404**, and so do a host on an unlisted port, a host resolving to a
@@ -222,11 +222,12 @@ export async function resolveHttpsSource(
     source,
     canonical,
     input: { url: source.url, kind: 'https' },
-    open: () =>
+    open: (abandon) =>
       openSpooled(
         version,
         (sink, signal) => fetchInto(source.url, agent, pinned, limits.maxBytes, sink, signal),
         limits,
+        abandon,
       ),
     ...(size !== undefined ? { size } : {}),
     ...(mtimeMs !== undefined ? { mtimeMs } : {}),

@@ -14,7 +14,8 @@
  *   would give one source two spellings and one variant two keys). `+` is a literal plus.
  * - **Every refusal is the same `NOT_FOUND` value**: empty, invalid UTF-8, control/format/separator
  *   code points (by Unicode category: NUL, U+0085, U+2028, U+202E…), unknown schemes (`http://`,
- *   `ftp://`), userinfo, over-long names, a disallowed bucket or host. No refusal is an oracle.
+ *   `ftp://`), userinfo, over-long names, a disallowed bucket, or a host on a port its allowlist
+ *   entry does not name. No refusal is an oracle.
  * - **Canonical strings fold spellings, never objects.** `local://` drops empty and `.` segments
  *   (never `..`, never the root); `s3://` keeps the key's bytes exactly; `https://` folds case, a
  *   trailing root dot, `:443`, an empty path, an empty query, the fragment and IPv6 spelling, but

@@ -1,10 +1,12 @@
 /**
  * `resolveRemote`: the one entry point the handler calls for a source that is not on local disk,
- * dispatching by scheme to `s3.ts` and `https.ts`.
+ * dispatching by scheme to `s3.ts` and `https.ts`. What it returns names the source and knows
+ * how to `open` it: the proxy fetches the bytes into a spool (`spool.ts`) and ffmpeg reads that
+ * descriptor, never a URL.
  *
  * ## Invariants
- * - **Authorisation is re-checked here** (the allowlist), so a caller that skipped it still
- *   cannot reach an unlisted host.
+ * - **Authorisation is re-checked here** (the allowlist, host and port), so a caller that
+ *   skipped it still cannot reach an unlisted origin.
  * - **Outcomes are data**: a `ResolvedSource`, or a `Failure` the error table maps (404, 413,
  *   500 `not_configured`, 502 `upstream_unavailable`). Nothing here throws for client input.
  *
@@ -24,7 +26,7 @@ import { resolveS3Source } from './s3.js';
 export type { ResolveHttpsOptions } from './https.js';
 export type { ResolveRemoteOptions } from './s3.js';
 
-/** A remote source → what ffmpeg opens, or the failure to answer. Local sources are a TypeError. */
+/** A remote source → its findings and opener, or the failure to answer. Local is a TypeError. */
 export function resolveRemote(
   source: Source,
   canonical: string,

@@ -113,8 +113,13 @@ function present(
     source,
     canonical,
     input: { url: canonical, kind: 's3' },
-    open: () =>
-      openSpooled(version, (sink, signal) => getInto(client, target, sink, signal), limits),
+    open: (abandon) =>
+      openSpooled(
+        version,
+        (sink, signal) => getInto(client, target, sink, signal),
+        limits,
+        abandon,
+      ),
     ...(size !== undefined ? { size } : {}),
     ...(mtimeMs !== undefined ? { mtimeMs } : {}),
   };

@@ -19,8 +19,9 @@
  *
  * ## Races
  * - *A lease is taken while the spool lingers*: the close is cancelled (see `SharedHandle`).
- * - *A caller gives up while a fill runs* (probe timeout): the fill runs on to its own bound and
- *   the spool lingers for the render that may follow.
+ * - *A caller gives up while a fill runs* (its `signal`: a probe timeout, a cancelled render):
+ *   it is answered at once; the fill runs on to its own bound and the spool lingers for the
+ *   render that may follow.
  *
  * ## Events
  * None.
@@ -115,6 +116,31 @@ async function fillNow(
   return { ok: true };
 }
 
+const ABANDONED = Symbol('abandoned');
+
+/** `work`, unless `signal` aborts first (the work goes on: a fill is shared and bounded). */
+function abandonable<T>(
+  work: Promise<T>,
+  signal: AbortSignal | undefined,
+): Promise<T | typeof ABANDONED> {
+  if (signal === undefined) return work;
+  if (signal.aborted) return Promise.resolve(ABANDONED);
+  return new Promise((resolve) => {
+    const onAbort = () => resolve(ABANDONED);
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      () => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(ABANDONED);
+      },
+    );
+  });
+}
+
 /**
  * A lease on the spool of source version `key`: the lingering one, the one being filled, or a
  * new fill. Every caller gets its own lease (release it once its run has settled).
@@ -123,6 +149,7 @@ export async function openSpooled(
   key: string,
   fill: Fill,
   limits: { readonly maxBytes: number; readonly timeoutMs: number },
+  signal?: AbortSignal,
 ): Promise<OpenOutcome> {
   for (let attempt = 0; attempt < 2; attempt++) {
     const held = live.get(key);
@@ -131,7 +158,13 @@ export async function openSpooled(
       if (held.size > limits.maxBytes) return { ok: false, refusal: 'source_too_large' };
       return { ok: true, lease: held.acquire() };
     }
-    const outcome = await filling.run(key, () => fillNow(key, fill, limits));
+    const outcome = await abandonable(
+      filling.run(key, () => fillNow(key, fill, limits)),
+      signal,
+    );
+    if (outcome === ABANDONED) {
+      return { ok: false, refusal: 'upstream_unavailable', detail: 'abandoned while spooling' };
+    }
     if (!outcome.ok) return outcome;
     // Resumed in the microtask that settled the fill: no timer (no linger) ran in between.
     const filled = live.get(key);

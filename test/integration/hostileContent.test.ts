@@ -12,7 +12,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -82,6 +82,19 @@ beforeAll(async () => {
   writeFileSync(join(root, 'text.mp3'), 'not audio at all, just a sentence or two.\n'.repeat(40));
   writeFileSync(join(root, 'ch65.wav'), wav({ rate: 8000, channels: 65, dataBytes: 65 * 2 * 10 }));
   writeFileSync(join(root, 'hz1.wav'), wav({ rate: 1, channels: 1, dataBytes: 1000 }));
+  // ADTS whose first frames are dense: ffprobe estimates its length from their bitrate (~7.6 s)
+  // while it decodes to 62 s. Only the output bound can catch a source that understates.
+  const part = (name: string, lavfi: string, rate: string) =>
+    execFileSync(ffmpeg, [
+      ...['-nostdin', '-v', 'error', '-y', '-f', 'lavfi', '-i', lavfi],
+      ...['-c:a', 'aac', '-b:a', rate, '-f', 'adts', join(base, name)],
+    ]);
+  part('dense.aac', 'anoisesrc=d=2:r=44100', '256k');
+  part('sparse.aac', 'sine=d=60:r=44100', '16k');
+  writeFileSync(
+    join(root, 'understated.aac'),
+    Buffer.concat([readFileSync(join(base, 'dense.aac')), readFileSync(join(base, 'sparse.aac'))]),
+  );
   h = await startHarness({ AP_LOCAL_ROOT: root });
 });
 
@@ -157,5 +170,21 @@ describe('the probe gate refuses what the encoders cannot take, before admission
       h.config.set({ maxDurationS: 21_600 });
     }
     expect((await get(h.url, '/insecure/f:mp3/plain/local://ok.wav')).status).toBe(200);
+  });
+
+  it('a source that understates its length is cut at AP_MAX_DURATION_S by the output bound', async () => {
+    h.config.set({ maxDurationS: 10 });
+    try {
+      const info = await get(h.url, '/insecure/info/plain/local://understated.aac');
+      const claimed = (JSON.parse(info.body.toString()) as { duration: number }).duration;
+      expect(claimed).toBeLessThan(10); // admitted on its word
+      const r = await get(h.url, '/insecure/f:wav/sr:8000/ch:1/plain/local://understated.aac');
+      expect(r.status).toBe(200);
+      const seconds = (r.body.length - 44) / (8_000 * 2);
+      expect(seconds).toBeGreaterThan(9);
+      expect(seconds).toBeLessThanOrEqual(10.05); // it decodes to 62 s without the bound
+    } finally {
+      h.config.set({ maxDurationS: 21_600 });
+    }
   });
 });

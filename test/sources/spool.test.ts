@@ -113,3 +113,30 @@ describe('openSpooled', () => {
     expect(spoolCount().live).toBeGreaterThan(0);
   });
 });
+
+describe('openSpooled: a caller that gives up', () => {
+  it('is answered at once; the fill finishes for the next opener', async () => {
+    let fills = 0;
+    let finish!: () => void;
+    const gate = new Promise<void>((r) => {
+      finish = r;
+    });
+    const fill = async (sink: { write(c: Uint8Array): Promise<boolean> }) => {
+      fills++;
+      await gate;
+      await sink.write(Buffer.from('late'));
+      return { ok: true } as const;
+    };
+    const ac = new AbortController();
+    const first = openSpooled('k-abandon', fill, limits, ac.signal);
+    ac.abort();
+    expect(await first).toMatchObject({ ok: false, refusal: 'upstream_unavailable' });
+    const second = openSpooled('k-abandon', fill, limits);
+    finish();
+    const got = await second;
+    expect(fills).toBe(1);
+    if (!got.ok) throw new Error(got.refusal);
+    expect(got.lease.size).toBe(4);
+    got.lease.release();
+  });
+});
