@@ -65,6 +65,8 @@ async function startNode(id: string, root: string, redisUrl: string) {
     config: loadConfig({
       AP_LOCAL_ROOT: root,
       AP_ALLOW_INSECURE: '1',
+      AP_KEY: 'c1'.repeat(32), // shared by the nodes: it authenticates their forwards
+      AP_SALT: '5a17',
       AP_MAX_CONCURRENCY: String(SLOTS_PER_NODE),
       AP_MAX_PROBE_CONCURRENCY: '2',
       AP_QUEUE_SIZE: '256',

@@ -1,29 +1,39 @@
 /**
  * The `audio-proxy` command.
  *
- *   audio-proxy serve          run with the AP_* environment (production)
+ *   audio-proxy serve          run with the AP_* environment (production); listens on
+ *                              AP_BIND:AP_PORT (every interface unless AP_BIND says otherwise)
  *   audio-proxy demo           run on 127.0.0.1:4000 over a generated demo library, no config
  *   audio-proxy inspect        the demo, every actor streamed to a Stately inspector relay
  *   audio-proxy sign <path>    print the signed URL path for `/<options>/<source>` (AP_KEY, AP_SALT)
  *
  * Configuration errors exit with code 2 and name every variable at fault.
  */
+
+import { isIP } from 'node:net';
 import { configOrExit, configWarnings, loadConfig } from './config.js';
 import { demoUrls, ensureDemoLibrary } from './demo.js';
 import { toRawPath } from './http/rawPath.js';
 import { sign } from './http/signature.js';
-import { DEFAULT_INSPECTOR_PORT, type InspectorRelay, startInspectorRelay } from './inspect.js';
+import {
+  DEFAULT_INSPECTOR_HOST,
+  DEFAULT_INSPECTOR_PORT,
+  type InspectorRelay,
+  startInspectorRelay,
+} from './inspect.js';
 import { createAudioProxy } from './proxy.js';
 import { createLogger } from './telemetry/logger.js';
 import { resolveFfmpeg } from './workers/ffmpegPath.js';
 
 const USAGE = `usage: audio-proxy <command>
 
-  serve            run the proxy with the AP_* environment
+  serve            run the proxy with the AP_* environment, listening on AP_BIND:AP_PORT
+                   (AP_BIND unset: every interface; AP_BIND=127.0.0.1: this host only)
   demo             run on http://127.0.0.1:4000 over a built-in demo library (no config needed)
-  inspect [--inspector-port N]
+  inspect [--inspector-port N] [--inspector-host IP]
                    the demo, with every actor streamed to a Stately inspector relay on port N
-                   (default ${DEFAULT_INSPECTOR_PORT}; 0 picks a free one); see docs/inspect.md
+                   (default ${DEFAULT_INSPECTOR_PORT}; 0 picks a free one) of IP (default
+                   ${DEFAULT_INSPECTOR_HOST}: this host only); see docs/inspect.md
   sign <path>      print the signed path for "/<options>/<source>" using AP_KEY and AP_SALT
                    e.g. audio-proxy sign '/f:opus/t:0:30/plain/local://music.flac'
 `;
@@ -119,23 +129,39 @@ function inspectorLines(relay: InspectorRelay): string[] {
   ];
 }
 
-/** `inspect [--inspector-port N]`: starts the relay, then the demo wired to it. */
+/** `inspect [--inspector-port N] [--inspector-host IP]`: the relay, then the demo wired to it. */
 async function inspectCommand(args: readonly string[]): Promise<void> {
   let port = DEFAULT_INSPECTOR_PORT;
+  let host = DEFAULT_INSPECTOR_HOST;
+  const flag = (arg: string, name: string, i: number) =>
+    arg.startsWith(`--${name}=`)
+      ? arg.slice(name.length + 3)
+      : arg === `--${name}`
+        ? args[i + 1]
+        : undefined;
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
-    const value = arg.startsWith('--inspector-port=')
-      ? arg.slice('--inspector-port='.length)
-      : arg === '--inspector-port'
-        ? args[++i]
-        : undefined;
+    const hostValue = flag(arg, 'inspector-host', i);
+    if (hostValue !== undefined || arg === '--inspector-host') {
+      if (arg === '--inspector-host') i++;
+      if (hostValue === undefined || isIP(hostValue) === 0) {
+        process.stderr.write(
+          `${USAGE}\ninspect: expected --inspector-host <IP literal>, got ${arg}\n`,
+        );
+        process.exit(2);
+      }
+      host = hostValue;
+      continue;
+    }
+    const value = flag(arg, 'inspector-port', i);
+    if (arg === '--inspector-port') i++;
     if (value === undefined || !/^\d{1,5}$/.test(value) || Number(value) > 65_535) {
       process.stderr.write(`${USAGE}\ninspect: expected --inspector-port <0-65535>, got ${arg}\n`);
       process.exit(2);
     }
     port = Number(value);
   }
-  const relay = await startInspectorRelay({ port });
+  const relay = await startInspectorRelay({ port, host });
   await demo(relay);
 }
 

@@ -57,6 +57,12 @@ export const DEFAULT_FFMPEG_NICE = 10;
 export const MAX_NICE = 19;
 /** Presigned redirect lifetime, in seconds; the URL serves one playback and is `no-store`. */
 export const DEFAULT_PRESIGN_TTL_S = 300;
+/**
+ * The public listener's bind when `AP_BIND` is unset: every interface (Node's `::`, dual-stack),
+ * as the original listens, because a proxy behind a load balancer or in a container must be
+ * reachable from outside its own host. Loopback-only is one variable away (`AP_BIND=127.0.0.1`).
+ */
+export const DEFAULT_BIND = undefined;
 /** The unsigned scrape endpoint's bind; loopback, because the bind is its only access control. */
 export const DEFAULT_METRICS_BIND = '127.0.0.1';
 /** The port Prometheus' allocation list gives a generic exporter. */
@@ -155,6 +161,8 @@ export type VariantStoreConfig =
 export interface Config {
   /** Public listener port (`AP_PORT`, else `PORT`). @default 4000 */
   readonly port: number;
+  /** Public listener address, an IP literal. @default undefined (every interface) */
+  readonly bind: string | undefined;
   /** HMAC key, decoded. Unset: every signed request is a 401. @default undefined */
   readonly key: Buffer | undefined;
   /** Bytes prepended to the signed path, decoded. @default undefined */
@@ -306,6 +314,13 @@ export const CONFIG_VARIABLES = [
     default: 'unset',
     rule: `${RULE.port}; checked only when \`AP_PORT\` is unset`,
     doc: 'Fallback listener port, for platforms that assign one.',
+  },
+  {
+    name: 'AP_BIND',
+    section: S_LISTEN,
+    default: 'unset: every interface (`::`, dual-stack), as the original',
+    rule: RULE.ip,
+    doc: 'Address of the public listener, used by `audio-proxy serve` and `listen()`; `127.0.0.1` keeps it to this host (behind a local reverse proxy).',
   },
   {
     name: 'AP_KEY',
@@ -592,7 +607,7 @@ export const CONFIG_VARIABLES = [
     section: S_CLUSTER,
     default: 'unset: the node runs alone',
     rule: RULE.redisUrl,
-    doc: 'Turns cluster mode on: membership, one render per key across nodes, and hand-off of a full queue to a peer. Redis unreachable or slow, each node acts alone. The password is never echoed.',
+    doc: 'Turns cluster mode on: membership, one render per key across nodes, and hand-off of a full queue to a peer. Redis unreachable or slow, each node acts alone. The password is never echoed. Needs `AP_KEY` and `AP_SALT`, the same on every node: forwards between nodes are authenticated with a key derived from them.',
   },
   {
     name: 'AP_CLUSTER_NODE_ID',
@@ -1306,6 +1321,7 @@ export function loadConfig(env: Env, opts: LoadConfigOptions = {}): Config {
   const envPort = ld.read('PORT');
   const portVar = apPort !== undefined ? 'AP_PORT' : 'PORT';
   const port = integerFrom(ld, portVar, apPort ?? envPort, DEFAULT_PORT, 'port');
+  const bind = ipLiteral(ld, 'AP_BIND', '') || DEFAULT_BIND;
 
   const key = hex(ld, 'AP_KEY', MIN_KEY_BYTES);
   const salt = hex(ld, 'AP_SALT', 0);
@@ -1418,6 +1434,14 @@ export function loadConfig(env: Env, opts: LoadConfigOptions = {}): Config {
     );
   }
 
+  if (clusterRedisUrl !== undefined && (key === undefined || salt === undefined)) {
+    if (ld.ok('AP_KEY', 'AP_SALT')) {
+      ld.fail(
+        'AP_CLUSTER_REDIS_URL',
+        'AP_CLUSTER_REDIS_URL needs AP_KEY and AP_SALT (the same on every node): nodes authenticate the requests they forward to each other with a key derived from them, and a request claiming to be forwarded without it is served as a client’s',
+      );
+    }
+  }
   if (clusterRedisUrl !== undefined && clusterAdvertiseUrl === undefined) {
     if (ld.ok('AP_CLUSTER_ADVERTISE_URL')) {
       ld.fail(
@@ -1431,6 +1455,7 @@ export function loadConfig(env: Env, opts: LoadConfigOptions = {}): Config {
 
   return freezeDeep<Config>({
     port,
+    bind,
     key,
     salt,
     allowInsecure,

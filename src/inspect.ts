@@ -4,8 +4,9 @@
  * `openInspection(option)` turns the `inspect` option of `createAudioProxy` into the observer
  * each `createActor` call receives (XState attaches it to the actor's whole system, so invoked
  * children such as a coordinator's Render are covered too). `{ url }` connects a
- * `createWebSocketInspector` from `@statelyai/inspect` to a relay (`startInspectorRelay`, which is
- * the library's `createInspectorServer`); a function or observer is handed XState's raw events.
+ * `createWebSocketInspector` from `@statelyai/inspect` to a relay (`startInspectorRelay`: the
+ * library's `createInspectorServer` rebuilt with closed doors); a function or observer is handed
+ * XState's raw events.
  *
  * ## Invariants
  * - **Not inspecting costs nothing**: no option, no observer, and the actors are created exactly
@@ -17,6 +18,15 @@
  *   relay is `ERR_INSPECTOR_UNREACHABLE` before any actor exists.
  * - **`close()` leaves no socket and no timer behind**, unless the socket failed mid-run: the
  *   library then has a retry pending that nothing can cancel (a relay that stops cleanly is fine).
+ * - **No absolute filesystem path goes on the wire**: strings are scrubbed of the directories
+ *   `inspectRedactions` names (the local root, the store, the working, home and temp
+ *   directories), which read as `<AP_LOCAL_ROOT>/a.wav` and the like.
+ * - **The relay is a closed door.** It listens on loopback unless told otherwise
+ *   (`--inspector-host`); a WebSocket is accepted only without an `Origin` (a terminal, the
+ *   proxy) or from the relay's own page (`http://localhost|127.0.0.1|[::1]|<bound IP>:<port>`),
+ *   and only with a `Host` naming the relay by a loopback name or its bound IP, so a web page
+ *   elsewhere, or a DNS-rebound name, cannot read the events or the replay of the last
+ *   `RELAY_REPLAY_EVENTS`.
  *
  * ## Races
  * - *Closing while the socket is still connecting*: the library retries a socket that errors
@@ -34,14 +44,18 @@
  * | `@xstate.snapshot` | `@xstate.snapshot` (`status`, `value`, plain `context`, `output`) |
  * | `@xstate.action`, `@xstate.microstep` | dropped (the viewer does not use them) |
  */
-import { connect, createServer } from 'node:net';
+import { realpathSync } from 'node:fs';
+import { createServer, type IncomingMessage } from 'node:http';
+import { connect, isIP } from 'node:net';
+import { homedir, tmpdir } from 'node:os';
 import {
   createInspector,
   createWebSocketInspector,
   type StatelyInspectionEvent,
 } from '@statelyai/inspect';
-import { createInspectorServer } from '@statelyai/inspect/server';
+import { WebSocket, WebSocketServer } from 'ws';
 import type { AnyActorRef, InspectionEvent, Observer } from 'xstate';
+import type { Config } from './config.js';
 
 /** How long `openInspection` waits for the relay's socket to open. */
 export const INSPECTOR_CONNECT_TIMEOUT_MS = 5_000;
@@ -53,6 +67,14 @@ export const INSPECT_DEPTH_LIMIT = 6;
 export const INSPECT_ITEMS_LIMIT = 50;
 /** The relay's port when none is given: the library's own default, which its page assumes. */
 export const DEFAULT_INSPECTOR_PORT = 8080;
+/** The relay's address when none is given: loopback, because its events describe every request. */
+export const DEFAULT_INSPECTOR_HOST = '127.0.0.1';
+/** Events the relay replays to a viewer that joins late: the library's own buffer, as documented. */
+export const RELAY_REPLAY_EVENTS = 200;
+/** The hosted viewer the relay's page frames. */
+const STATELY_INSPECTOR_URL = 'https://stately.ai/inspect';
+/** Names a browser on this host may use for the relay's page. */
+const LOOPBACK_NAMES = new Set(['localhost', '127.0.0.1', '[::1]']);
 
 /** XState's own inspection callback: a function or an observer. */
 export type InspectObserver = Observer<InspectionEvent> | ((event: InspectionEvent) => void);
@@ -82,14 +104,57 @@ export class InspectError extends Error {
 
 const NOT_INSPECTING: Inspection = { observer: undefined, close: () => {} };
 
-/** Checks `option` at the boundary and connects when it names a relay. */
-export async function openInspection(option: InspectOption | undefined): Promise<Inspection> {
+/** A directory prefix and the label it reads as on the wire. */
+export type Redaction = readonly [prefix: string, label: string];
+
+/**
+ * The directories whose absolute paths the relay must not see, for `config`: the local root (as
+ * given and resolved), a `file://` store, the working, home and temp directories.
+ */
+export function inspectRedactions(config: Pick<Config, 'localRoot' | 'variantStore'>): Redaction[] {
+  const out: Redaction[] = [];
+  const add = (dir: string | undefined, label: string) => {
+    if (!dir || dir === '/') return;
+    out.push([dir, label]);
+    try {
+      const real = realpathSync(dir);
+      if (real !== dir && real !== '/') out.push([real, label]);
+    } catch {
+      // gone or unreadable: the given spelling is still scrubbed
+    }
+  };
+  add(config.localRoot, '<AP_LOCAL_ROOT>');
+  if (config.variantStore?.kind === 'file') add(config.variantStore.root, '<AP_VARIANT_STORE>');
+  add(process.cwd(), '<cwd>');
+  add(homedir(), '<home>');
+  add(tmpdir(), '<tmp>');
+  return out;
+}
+
+/** A string scrubber for `redactions`: the longest prefix wins, at a path boundary only. */
+export function scrubber(redactions: readonly Redaction[]): ((s: string) => string) | undefined {
+  if (redactions.length === 0) return undefined;
+  const sorted = [...redactions].sort((a, b) => b[0].length - a[0].length);
+  const labels = new Map(sorted.map(([p, l]) => [p.replace(/\/+$/, ''), l]));
+  const escaped = [...labels.keys()].map((p) => p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'));
+  const pattern = new RegExp(`(${escaped.join('|')})(?=/|$|[^\\w.-])`, 'g');
+  return (s) => (s.includes('/') ? s.replace(pattern, (m) => labels.get(m) ?? m) : s);
+}
+
+/**
+ * Checks `option` at the boundary and connects when it names a relay. `redactions`: directories
+ * whose absolute paths are scrubbed from what goes to a relay (`inspectRedactions(config)`).
+ */
+export async function openInspection(
+  option: InspectOption | undefined,
+  redactions: readonly Redaction[] = [],
+): Promise<Inspection> {
   if (option === undefined) return NOT_INSPECTING;
   if (typeof option === 'function') return { observer: option, close: () => {} };
   if (typeof option !== 'object' || option === null) {
     throw new TypeError('inspect must be { url }, a function or an observer');
   }
-  if ('url' in option) return connectRelay(option.url);
+  if ('url' in option) return connectRelay(option.url, scrubber(redactions));
   if (typeof (option as Observer<InspectionEvent>).next === 'function') {
     return { observer: option, close: () => {} };
   }
@@ -102,7 +167,10 @@ interface LibrarySocket {
   removeEventListener(type: 'open' | 'error', listener: () => void): void;
 }
 
-async function connectRelay(url: unknown): Promise<Inspection> {
+async function connectRelay(
+  url: unknown,
+  scrub: ((s: string) => string) | undefined,
+): Promise<Inspection> {
   if (typeof url !== 'string') throw new TypeError('inspect.url must be a string');
   let parsed: URL;
   try {
@@ -123,7 +191,7 @@ async function connectRelay(url: unknown): Promise<Inspection> {
   // The adapter's socket is not public; it is the only way to know the connection is up.
   const socket = (inspector.adapter as unknown as { ws?: LibrarySocket }).ws;
   if (socket) await opened(socket, url);
-  const convert = converter();
+  const convert = converter(scrub);
   return {
     observer: (event: InspectionEvent) => {
       const out = convert(event);
@@ -191,11 +259,20 @@ interface InspectedRef {
   getSnapshot(): unknown;
 }
 
-/** Copies `value` into JSON-safe data, bounded in depth and breadth. */
-export function plain(value: unknown, depth = INSPECT_DEPTH_LIMIT): unknown {
+/**
+ * Copies `value` into JSON-safe data, bounded in depth and breadth; every string (keys
+ * included) passes through `scrub` when given.
+ */
+export function plain(
+  value: unknown,
+  depth = INSPECT_DEPTH_LIMIT,
+  scrub?: (s: string) => string,
+): unknown {
   if (value === null || value === undefined) return value ?? null;
+  const text = (s: string) => (scrub ? scrub(s) : s);
   switch (typeof value) {
     case 'string':
+      return text(value);
     case 'boolean':
       return value;
     case 'number':
@@ -208,7 +285,7 @@ export function plain(value: unknown, depth = INSPECT_DEPTH_LIMIT): unknown {
   }
   if (value instanceof Uint8Array) return { bytes: value.byteLength };
   if (value instanceof Date) return value.toISOString();
-  if (value instanceof Error) return { name: value.name, message: value.message };
+  if (value instanceof Error) return { name: value.name, message: text(value.message) };
   if (isActorRef(value)) return { xstate$$type: 1, id: value.id };
   if (depth <= 0) return '…';
   const items = (list: Iterable<unknown>) => {
@@ -218,7 +295,7 @@ export function plain(value: unknown, depth = INSPECT_DEPTH_LIMIT): unknown {
         out.push('…');
         break;
       }
-      out.push(plain(item, depth - 1));
+      out.push(plain(item, depth - 1, scrub));
     }
     return out;
   };
@@ -231,12 +308,12 @@ export function plain(value: unknown, depth = INSPECT_DEPTH_LIMIT): unknown {
         out['…'] = `${value.size - INSPECT_ITEMS_LIMIT} more`;
         break;
       }
-      out[typeof k === 'string' ? k : String(plain(k, 0))] = plain(v, depth - 1);
+      out[text(typeof k === 'string' ? k : String(plain(k, 0)))] = plain(v, depth - 1, scrub);
     }
     return out;
   }
   const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(value)) out[k] = plain(v, depth - 1);
+  for (const [k, v] of Object.entries(value)) out[text(k)] = plain(v, depth - 1, scrub);
   return out;
 }
 
@@ -247,13 +324,13 @@ function isActorRef(value: object): value is InspectedRef {
   );
 }
 
-function snapshotOf(snapshot: unknown): Record<string, unknown> {
+function snapshotOf(snapshot: unknown, scrub?: (s: string) => string): Record<string, unknown> {
   const s = (snapshot ?? {}) as Record<string, unknown>;
   const out: Record<string, unknown> = { status: s.status ?? 'active' };
-  if ('value' in s) out.value = plain(s.value);
-  if ('context' in s) out.context = plain(s.context);
-  if (s.output !== undefined) out.output = plain(s.output);
-  if (s.error !== undefined) out.error = plain(s.error);
+  if ('value' in s) out.value = plain(s.value, INSPECT_DEPTH_LIMIT, scrub);
+  if ('context' in s) out.context = plain(s.context, INSPECT_DEPTH_LIMIT, scrub);
+  if (s.output !== undefined) out.output = plain(s.output, INSPECT_DEPTH_LIMIT, scrub);
+  if (s.error !== undefined) out.error = plain(s.error, INSPECT_DEPTH_LIMIT, scrub);
   return out;
 }
 
@@ -266,7 +343,9 @@ function initialSnapshot(ref: InspectedRef): unknown {
   }
 }
 
-function converter(): (event: InspectionEvent) => StatelyInspectionEvent | undefined {
+function converter(
+  scrub?: (s: string) => string,
+): (event: InspectionEvent) => StatelyInspectionEvent | undefined {
   const version = libraryVersion();
   const definitions = new WeakMap<object, string | undefined>();
   let seq = 0;
@@ -304,22 +383,22 @@ function converter(): (event: InspectionEvent) => StatelyInspectionEvent | undef
           name: ref.id !== ref.sessionId ? ref.id : (configId ?? ref.sessionId),
           definition: definitionOf(ref),
           parentId: ref._parent?.sessionId,
-          snapshot: snapshotOf(initialSnapshot(ref)),
+          snapshot: snapshotOf(initialSnapshot(ref), scrub),
         };
       }
       case '@xstate.event':
         return {
           type: '@xstate.event',
           ...base(event),
-          event: plain(event.event) as { type: string },
+          event: plain(event.event, INSPECT_DEPTH_LIMIT, scrub) as { type: string },
           sourceId: (event.sourceRef as AnyActorRef | undefined)?.sessionId,
         };
       case '@xstate.snapshot':
         return {
           type: '@xstate.snapshot',
           ...base(event),
-          event: plain(event.event) as { type: string },
-          snapshot: snapshotOf(event.snapshot) as never,
+          event: plain(event.event, INSPECT_DEPTH_LIMIT, scrub) as { type: string },
+          snapshot: snapshotOf(event.snapshot, scrub) as never,
         };
       default:
         return undefined;
@@ -332,6 +411,8 @@ function converter(): (event: InspectionEvent) => StatelyInspectionEvent | undef
 
 export interface InspectorRelay {
   readonly port: number;
+  /** The address it listens on. */
+  readonly host: string;
   /** The proxy side: pass as `inspect: { url: relay.wsUrl }`. */
   readonly wsUrl: string;
   /** The relay's page: Stately's hosted viewer in a frame (needs internet). */
@@ -339,45 +420,150 @@ export interface InspectorRelay {
   stop(): void;
 }
 
+/** `host` as it appears in a URL's authority (IPv6 in brackets). */
+function authority(host: string): string {
+  return isIP(host) === 6 ? `[${host}]` : host;
+}
+
 /**
- * Starts `createInspectorServer` (no browser opened) and resolves once it accepts connections.
- * `port: 0` picks a free port (the library cannot report the one it bound). The library listens
- * on every interface, not only loopback.
+ * Starts the relay and resolves once it listens: Stately's `createInspectorServer` (its page, its
+ * replay of the last `RELAY_REPLAY_EVENTS`, every message relayed to every other client), on
+ * `host` (loopback by default; an IP literal) and with the Origin and Host checks of the essay.
+ * `port: 0` picks a free port.
  */
 export async function startInspectorRelay(
-  options: { port?: number } = {},
+  options: { port?: number; host?: string } = {},
 ): Promise<InspectorRelay> {
   const wanted = options.port ?? DEFAULT_INSPECTOR_PORT;
   if (!Number.isInteger(wanted) || wanted < 0 || wanted > 65_535) {
     throw new RangeError(`inspector port must be an integer from 0 to 65535, got ${wanted}`);
   }
-  // Bound once here first: a taken port is an error to report, not the library's crash.
-  const port = await reserve(wanted);
-  const server = createInspectorServer({ port, autoOpen: false });
-  const deadline = Date.now() + RELAY_LISTEN_TIMEOUT_MS;
-  while (!(await accepts('127.0.0.1', port, 500))) {
-    if (Date.now() > deadline) {
-      server.stop();
-      throw new InspectError('ERR_INSPECTOR_UNREACHABLE', `the relay did not start on ${port}`);
-    }
-    await new Promise((r) => setTimeout(r, 20));
+  const host = options.host ?? DEFAULT_INSPECTOR_HOST;
+  if (isIP(host) === 0) {
+    throw new TypeError(`inspector host must be an IP address literal, got ${host}`);
   }
+  let port = wanted;
+  /** Names the relay may be reached by: loopback ones, and the bound IP itself. */
+  const ownHost = (value: string | undefined) => {
+    if (value === undefined) return false;
+    const m = /^(\[[^\]]+\]|[^:]+)(?::(\d+))?$/.exec(value.toLowerCase());
+    if (!m) return false;
+    if (m[2] !== undefined && Number(m[2]) !== port) return false;
+    return LOOPBACK_NAMES.has(m[1]!) || m[1] === authority(host);
+  };
+  const admitted = (req: IncomingMessage) => {
+    if (!ownHost(req.headers.host)) return false;
+    const origin = req.headers.origin;
+    if (origin === undefined) return true; // not a browser: a terminal, a test, the proxy
+    let url: URL;
+    try {
+      url = new URL(origin);
+    } catch {
+      return false; // `null` (a sandboxed or file page) and junk
+    }
+    return url.protocol === 'http:' && url.port === String(port) && ownHost(url.host);
+  };
+  const page = bridgePage(STATELY_INSPECTOR_URL);
+  const server = createServer((req, res) => {
+    if (!ownHost(req.headers.host)) {
+      res.writeHead(403, { 'content-type': 'text/plain' });
+      res.end('forbidden\n');
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+    res.end(page);
+  });
+  const wss = new WebSocketServer({ noServer: true });
+  const replay: string[] = [];
+  wss.on('connection', (ws: WebSocket) => {
+    for (const msg of replay) ws.send(msg);
+    ws.on('message', (data: unknown) => {
+      const msg = String(data);
+      replay.push(msg);
+      if (replay.length > RELAY_REPLAY_EVENTS) replay.shift();
+      for (const client of wss.clients) {
+        if (client !== ws && client.readyState === WebSocket.OPEN) client.send(msg);
+      }
+    });
+  });
+  server.on('upgrade', (req, socket, head) => {
+    if (!admitted(req)) {
+      socket.end('HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+      return;
+    }
+    wss.handleUpgrade(req, socket, head, (ws: WebSocket) => wss.emit('connection', ws, req));
+  });
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(
+      () =>
+        reject(
+          new InspectError('ERR_INSPECTOR_UNREACHABLE', `the relay did not start on ${wanted}`),
+        ),
+      RELAY_LISTEN_TIMEOUT_MS,
+    );
+    server.once('error', (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
+    server.listen(wanted, host, () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+  port = (server.address() as { port: number }).port;
+  const loopback = host === '127.0.0.1' || host === '::1';
   return {
     port,
-    wsUrl: `ws://127.0.0.1:${port}`,
-    viewerUrl: `http://localhost:${port}`,
-    stop: () => server.stop(),
+    host,
+    wsUrl: `ws://${authority(host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host)}:${port}`,
+    viewerUrl: `http://${loopback || host === '0.0.0.0' || host === '::' ? 'localhost' : authority(host)}:${port}`,
+    stop: () => {
+      for (const client of wss.clients) client.terminate();
+      wss.close();
+      server.closeAllConnections();
+      server.close();
+    },
   };
 }
 
-/** Binds `port` (0: any) on every interface, as the relay will, and frees it; the port bound. */
-function reserve(port: number): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(port, () => {
-      const bound = (probe.address() as { port: number }).port;
-      probe.close(() => resolve(bound));
+/**
+ * The relay's page, as the library's: Stately's viewer in a frame, fed every event from the
+ * relay's socket (at this page's own host, so it works on whatever address the relay is bound
+ * to), posted to the viewer's origin only.
+ */
+function bridgePage(inspectorUrl: string): string {
+  const origin = new URL(inspectorUrl).origin;
+  return `<!DOCTYPE html>
+<html>
+<head>
+  <title>Stately Inspector</title>
+  <style>
+    * { margin: 0; padding: 0; }
+    html, body { height: 100%; }
+    iframe { width: 100%; height: 100%; border: none; }
+  </style>
+</head>
+<body>
+  <iframe id="inspector" src="${inspectorUrl}"></iframe>
+  <script>
+    const iframe = document.getElementById('inspector');
+    const target = ${JSON.stringify(origin)};
+    const buffer = [];
+    let connected = false;
+    window.addEventListener('message', (e) => {
+      if (e.origin === target && e.data && e.data.type === '@statelyai.connected') {
+        connected = true;
+        buffer.forEach((event) => iframe.contentWindow.postMessage(event, target));
+        buffer.length = 0;
+      }
     });
-  });
+    const ws = new WebSocket('ws://' + location.host);
+    ws.onmessage = (event) => {
+      const data = JSON.parse(event.data);
+      if (connected) iframe.contentWindow.postMessage(data, target);
+      else buffer.push(data);
+    };
+  </script>
+</body>
+</html>`;
 }

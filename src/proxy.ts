@@ -47,7 +47,7 @@ import { type AcceptGate, gateConnections } from './http/acceptGate.js';
 import { errorResponse } from './http/errors.js';
 import { createHandler, type RenderRequest, type ResolvedSource } from './http/handler.js';
 import { TurnBudget } from './http/turns.js';
-import { type InspectOption, openInspection } from './inspect.js';
+import { type InspectOption, inspectRedactions, openInspection } from './inspect.js';
 import { probeLimiterMachine } from './machines/probeLimiter.js';
 import type { SupervisorState, SupervisorTelemetry } from './machines/processSupervisor.js';
 import { type ReadinessReply, readinessMachine } from './machines/readiness.js';
@@ -122,7 +122,9 @@ export interface AudioProxy {
   readonly metricsHandler: (req: IncomingMessage, res: ServerResponse) => Promise<void>;
   /** Starts both listeners; resolves with their bound addresses. */
   listen(options?: {
+    /** @default the config's `bind` (`AP_BIND`), else every interface */
     host?: string;
+    /** @default the config's `port` */
     port?: number;
     metricsHost?: string;
     metricsPort?: number;
@@ -171,7 +173,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
   // 0. the variant store, proved usable (file: staging swept + write probe; s3: PUT+DELETE)
   const store = await createVariantStore(boot);
   // Inspection (opt-in): connected before the first actor exists, so none goes unseen.
-  const inspection = await openInspection(options.inspect);
+  const inspection = await openInspection(options.inspect, inspectRedactions(boot));
   const inspect = inspection.observer ? { inspect: inspection.observer } : {};
   // The live view follows each tee once it exists (it is created with the HTTP side, below).
   let trackTee: (actor: AnyActorRef, name: string) => void = () => {};
@@ -553,7 +555,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
       gate = gateConnections(publicServer, turns);
       await new Promise<void>((resolve) =>
         gate!.listener.listen(
-          { port: opts.port ?? c.port, host: opts.host, backlog: LISTEN_BACKLOG },
+          { port: opts.port ?? c.port, host: opts.host ?? c.bind, backlog: LISTEN_BACKLOG },
           resolve,
         ),
       );

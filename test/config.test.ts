@@ -96,6 +96,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 describe('defaults', () => {
   const expected: Config = {
     port: 4000,
+    bind: undefined,
     key: undefined,
     salt: undefined,
     allowInsecure: false,
@@ -759,6 +760,35 @@ describe('the AP_VARIANT_S3_* group', () => {
   });
 });
 
+describe('cluster mode', () => {
+  const cluster = {
+    AP_CLUSTER_REDIS_URL: 'redis://127.0.0.1:6379',
+    AP_CLUSTER_ADVERTISE_URL: 'http://10.0.0.7:4000',
+  };
+  it('needs AP_KEY and AP_SALT: they authenticate the forwards between nodes', () => {
+    expect(problem(cluster)).toContain('AP_KEY and AP_SALT');
+    expect(problem({ ...cluster, AP_KEY: 'ab'.repeat(32) })).toContain('AP_CLUSTER_REDIS_URL');
+    expect(load({ ...cluster, AP_KEY: 'ab'.repeat(32), AP_SALT: '00' }).clusterRedisUrl).toBe(
+      'redis://127.0.0.1:6379',
+    );
+  });
+});
+
+describe('public listener address', () => {
+  it.each(['127.0.0.1', '0.0.0.0', '::', '::1', '10.1.2.3'])('AP_BIND=%s is accepted', (ip) => {
+    expect(load({ AP_BIND: ip }).bind).toBe(ip);
+  });
+
+  it.each(['localhost', '127.0.0.1:4000', '[::1]', '*'])(
+    'AP_BIND=%s is refused as not an IP literal',
+    (value) => {
+      const message = problem({ AP_BIND: value });
+      expect(message).toContain('AP_BIND');
+      expect(message).toContain('hostnames refused');
+    },
+  );
+});
+
 describe('metrics listener', () => {
   it.each(['0.0.0.0', '::1', '::', '10.1.2.3', 'fe80::1'])(
     'AP_METRICS_BIND=%s is accepted',
@@ -928,6 +958,7 @@ describe('one rejected value per variable', () => {
     AP_PROBE_TIMEOUT: { AP_PROBE_TIMEOUT: '0' },
     AP_LOG_LEVEL: { AP_LOG_LEVEL: 'verbose' },
     AP_METRICS_BIND: { AP_METRICS_BIND: 'localhost' },
+    AP_BIND: { AP_BIND: '0.0.0.0:4000' },
     AP_METRICS_PORT: { AP_METRICS_PORT: '0' },
     AP_ALLOW_ORIGIN: { AP_ALLOW_ORIGIN: 'https://a.example/' },
     AP_S3_ENDPOINT: { AP_S3_ENDPOINT: 'ftp://x' },

@@ -6,13 +6,22 @@
 // unreachable relay is refused before any actor starts, and the spawned `audio-proxy inspect`
 // prints its URLs, streams to its relay and exits 0 on SIGTERM.
 import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { request } from 'node:http';
+import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { createWebSocketReceiver, type StatelyInspectionEvent } from '@statelyai/inspect';
 import { pino } from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { InspectionEvent } from 'xstate';
 import { loadConfig } from '../src/config.js';
-import { type InspectorRelay, openInspection, plain, startInspectorRelay } from '../src/inspect.js';
+import {
+  type InspectorRelay,
+  openInspection,
+  plain,
+  scrubber,
+  startInspectorRelay,
+} from '../src/inspect.js';
 import { type AudioProxy, createAudioProxy } from '../src/proxy.js';
 import { makeFixtures } from './fixtures/audio.js';
 import { get, waitFor } from './integration/harness.js';
@@ -22,8 +31,12 @@ const silent = pino({ level: 'silent' });
 
 async function proxyOver(inspect: Parameters<typeof createAudioProxy>[0]['inspect']) {
   const fixtures = await makeFixtures();
+  return { ...(await proxyIn(fixtures.dir, inspect)), root: fixtures.dir };
+}
+
+async function proxyIn(root: string, inspect: Parameters<typeof createAudioProxy>[0]['inspect']) {
   const config = loadConfig({
-    AP_LOCAL_ROOT: fixtures.dir,
+    AP_LOCAL_ROOT: root,
     AP_ALLOW_INSECURE: '1',
     AP_LOG_LEVEL: 'error',
     AP_MAX_CONCURRENCY: '1',
@@ -112,6 +125,109 @@ describe('inspect: { url } of a relay', () => {
   }, 30_000);
 });
 
+/** A non-loopback IPv4 address of this host, if it has one. */
+function externalIPv4(): string | undefined {
+  for (const list of Object.values(networkInterfaces())) {
+    for (const a of list ?? []) if (a.family === 'IPv4' && !a.internal) return a.address;
+  }
+  return undefined;
+}
+
+/**
+ * A raw WebSocket handshake with the given headers: 101 if the relay upgraded it (the socket is
+ * closed at once), else the status it refused with; 'refused' if nothing listens.
+ */
+function handshake(host: string, port: number, headers: Record<string, string> = {}) {
+  return new Promise<number | 'refused'>((resolve) => {
+    const req = request({
+      host,
+      port,
+      path: '/',
+      headers: {
+        connection: 'Upgrade',
+        upgrade: 'websocket',
+        'sec-websocket-version': '13',
+        'sec-websocket-key': randomBytes(16).toString('base64'),
+        ...headers,
+      },
+    });
+    req.on('upgrade', (res, socket) => {
+      socket.destroy();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on('response', (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on('error', () => resolve('refused'));
+    req.end();
+  });
+}
+
+describe('the relay is a closed door', () => {
+  let relay: InspectorRelay | undefined;
+  let proxy: AudioProxy | undefined;
+  afterAll(async () => {
+    await proxy?.close();
+    relay?.stop();
+  });
+
+  it('listens on loopback only, by default', async () => {
+    relay = await startInspectorRelay({ port: 0 });
+    expect(await handshake('127.0.0.1', relay.port)).toBe(101);
+    const outside = externalIPv4();
+    if (outside) expect(await handshake(outside, relay.port)).toBe('refused');
+    relay.stop();
+    relay = undefined;
+  });
+
+  it("refuses a foreign page's Origin; admits its own page and non-browser clients", async () => {
+    relay = await startInspectorRelay({ port: 0 });
+    const p = relay.port;
+    for (const origin of [
+      'https://evil.example',
+      'http://evil.example:8080',
+      `http://attacker.localhost.evil.example:${p}`,
+      'null',
+      `http://localhost:${p + 1}`,
+      `https://localhost:${p}`,
+    ]) {
+      expect(await handshake('127.0.0.1', p, { origin }), origin).toBe(403);
+    }
+    // DNS rebinding: a foreign name resolving to 127.0.0.1 is refused by its Host, too.
+    expect(await handshake('127.0.0.1', p, { host: `evil.example:${p}` })).toBe(403);
+    for (const origin of [`http://localhost:${p}`, `http://127.0.0.1:${p}`, `http://[::1]:${p}`]) {
+      expect(await handshake('127.0.0.1', p, { origin }), origin).toBe(101);
+    }
+    expect(await handshake('127.0.0.1', p)).toBe(101); // no Origin: a terminal or the proxy
+    relay.stop();
+    relay = undefined;
+  });
+
+  it('what it relays and replays names no absolute filesystem path', async () => {
+    relay = await startInspectorRelay({ port: 0 });
+    const fixtures = await makeFixtures();
+    const started = await proxyIn(fixtures.dir, { url: relay.wsUrl });
+    proxy = started.proxy;
+    const ok = await get(started.url, '/insecure/f:mp3/t:0:1/plain/local://stereo.wav');
+    expect(ok.status).toBe(200);
+    await get(started.url, '/insecure/info/plain/local://stereo.wav');
+    // A viewer joining afterwards gets the replay.
+    const replayed: string[] = [];
+    createWebSocketReceiver({ server: relay.wsUrl }).subscribe((e) => {
+      replayed.push(JSON.stringify(e));
+    });
+    await waitFor(() => replayed.some((e) => e.includes('renderCoordinator')), 10_000);
+    await new Promise((r) => setTimeout(r, 200));
+    const all = replayed.join('\n');
+    expect(all).toContain('stereo.wav'); // the witness: sources are named
+    expect(all).not.toContain(fixtures.dir);
+    expect(all).not.toContain(process.cwd());
+    await proxy.close();
+    proxy = undefined;
+  }, 30_000);
+});
+
 describe('inspect: other forms', () => {
   it('a function or an observer is handed to the actors as it is', async () => {
     const fn = (_e: InspectionEvent) => {};
@@ -139,6 +255,28 @@ describe('inspect: other forms', () => {
     expect((copied.long as unknown[]).length).toBe(51);
     expect((copied.long as unknown[])[50]).toBe('…');
     expect(JSON.stringify(copied.deep)).toContain('"…"');
+  });
+
+  it('scrubs directory prefixes at path boundaries, the longest first, keys and messages too', () => {
+    const scrub = scrubber([
+      ['/srv', '<home>'],
+      ['/srv/music/', '<AP_LOCAL_ROOT>'],
+    ])!;
+    const copied = plain(
+      {
+        path: '/srv/music/a.flac',
+        argv: ['-i', 'file:/srv/music/b c.wav', '/srvx/keep', '/srv'],
+        '/srv/music/key': new Error('ENOENT: /srv/music/gone.wav'),
+      },
+      6,
+      scrub,
+    );
+    expect(copied).toEqual({
+      path: '<AP_LOCAL_ROOT>/a.flac',
+      argv: ['-i', 'file:<AP_LOCAL_ROOT>/b c.wav', '/srvx/keep', '<home>'],
+      '<AP_LOCAL_ROOT>/key': { name: 'Error', message: 'ENOENT: <AP_LOCAL_ROOT>/gone.wav' },
+    });
+    expect(scrubber([])).toBeUndefined();
   });
 
   it('an unreachable relay is refused with ERR_INSPECTOR_UNREACHABLE; bad options throw', async () => {

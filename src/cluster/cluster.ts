@@ -8,7 +8,10 @@
  * - **Redis trouble is never the client's trouble.** Every Redis call has a deadline; a failure
  *   or a timeout means "act alone", which is exactly single-node behaviour: a duplicate render at
  *   worst, never a lost request, never a 5xx.
- * - **One hop**: a request that carries the hop header is served here, never forwarded again.
+ * - **One hop**: a request that carries a *verified* hop header (`verifiedHop`: MAC'd by a node
+ *   holding the cluster's `AP_KEY`/`AP_SALT`, for this path and this node, recently) is served
+ *   here, never forwarded or handed off again, and only its reservation is adopted. A client's
+ *   own hop or reservation header is ignored: its request is routed like any other.
  * - **Every registry slot ends exactly once**: a hand-off's reservation is released by the
  *   forwarder in a `finally` (a no-op once the peer adopted it); an adopted one is released by
  *   the render it was committed to, or when its request ends if it joined an existing render.
@@ -47,9 +50,10 @@ import { createCapacityRegistry, RESERVATION_LEASE_MS } from './capacityRegistry
 import {
   type ForwardOutcome,
   forward,
-  forwardedBy,
+  hopKey,
   peerAgent,
-  RESERVATION_HEADER,
+  type VerifiedHop,
+  verifiedHop,
 } from './forward.js';
 import { createMembership } from './membership.js';
 import { closeClusterRedis, connectClusterRedis } from './redis.js';
@@ -82,6 +86,9 @@ export class Cluster implements ClusterEndpoints {
   readonly #registry: CapacityRegistry;
   readonly #membership: Membership;
   readonly #agent: Agent;
+  readonly #hopKey: Buffer;
+  /** Each request's hop verdict, computed once (its time check must not flip between uses). */
+  readonly #hops = new WeakMap<IncomingMessage, VerifiedHop | null>();
   /** Claim references by response, so a hand-off can drop its own before forwarding. */
   readonly #claimOf = new WeakMap<ServerResponse, ClaimHandle>();
   /** Reservations adopted from a hand-off, until a render or the request's end takes them. */
@@ -107,7 +114,11 @@ export class Cluster implements ClusterEndpoints {
     if (c.clusterRedisUrl === undefined || c.clusterAdvertiseUrl === undefined) {
       throw new TypeError('Cluster: clusterRedisUrl and clusterAdvertiseUrl must both be set');
     }
+    if (c.key === undefined || c.salt === undefined) {
+      throw new TypeError('Cluster: key and salt must be set (they authenticate hop headers)');
+    }
     this.#config = c;
+    this.#hopKey = hopKey(c.key, c.salt);
     this.nodeId = c.clusterNodeId;
     this.url = c.clusterAdvertiseUrl;
     this.#onError = options.onError ?? (() => {});
@@ -176,14 +187,14 @@ export class Cluster implements ClusterEndpoints {
     res: ServerResponse,
     key: string,
   ): Promise<BeforeRenderOutcome> {
-    const hop = forwardedBy(req);
-    const reservation = hop ? await this.#adopt(req) : undefined;
+    const hop = this.#hop(req);
+    const reservation = hop?.reservationId ? await this.#adopt(hop.reservationId) : undefined;
     const claim = await this.#claims.acquire(key);
     if (claim.type === 'owner' && !hop && !this.#closed) {
       const outcome = await forward(
         req,
         res,
-        { url: claim.url, fromNodeId: this.nodeId },
+        { url: claim.url, fromNodeId: this.nodeId, hopKey: this.#hopKey },
         this.#agent,
       );
       this.#count(this.forwards, outcome);
@@ -214,7 +225,7 @@ export class Cluster implements ClusterEndpoints {
       this.handOffs.refused++;
       return { type: 'refused' as const, retryAfterS: await this.#retryAfter(localRetryAfterS) };
     };
-    if (forwardedBy(req) || this.#closed) return refuse();
+    if (this.#hop(req) || this.#closed) return refuse();
     let reservation: Reservation | null = null;
     try {
       reservation = await withDeadline(
@@ -235,7 +246,12 @@ export class Cluster implements ClusterEndpoints {
       outcome = await forward(
         req,
         res,
-        { url: reservation.worker.url, fromNodeId: this.nodeId, reservationId: reservation.id },
+        {
+          url: reservation.worker.url,
+          fromNodeId: this.nodeId,
+          hopKey: this.#hopKey,
+          reservationId: reservation.id,
+        },
         this.#agent,
       );
     } finally {
@@ -328,9 +344,18 @@ export class Cluster implements ClusterEndpoints {
     }
   }
 
-  async #adopt(req: IncomingMessage): Promise<string | undefined> {
-    const id = req.headers[RESERVATION_HEADER];
-    if (typeof id !== 'string' || id === '' || id.length > MAX_RESERVATION_ID_CHARS) return;
+  /** The request's verified hop, or null: a client's own header counts for nothing. */
+  #hop(req: IncomingMessage): VerifiedHop | null {
+    let hop = this.#hops.get(req);
+    if (hop === undefined) {
+      hop = verifiedHop(req, this.#hopKey, this.url) ?? null;
+      this.#hops.set(req, hop);
+    }
+    return hop;
+  }
+
+  async #adopt(id: string): Promise<string | undefined> {
+    if (id.length > MAX_RESERVATION_ID_CHARS) return;
     try {
       const r = await withDeadline(this.#registry.adopt(id), CLUSTER_REDIS_DEADLINE_MS);
       if (!r) return;

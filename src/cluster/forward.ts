@@ -4,8 +4,16 @@
  * COALESCED stream) and when this node's queue is full (hand-off to a peer with a free slot).
  *
  * ## Invariants
- * - **One hop at most.** Every forwarded request carries `x-ap-forwarded: <nodeId>`; a node that
- *   receives it never forwards or hands it off again, so two nodes cannot bounce a request.
+ * - **One hop at most.** Every forwarded request carries `x-ap-forwarded`; a node that receives
+ *   a valid one never forwards or hands it off again, so two nodes cannot bounce a request.
+ * - **Only a node can say "forwarded".** The hop header is `v1 <nodeId> <ms> <mac>`: an
+ *   HMAC-SHA256, under a key derived (HKDF) from the cluster's shared `AP_KEY` and `AP_SALT`, over
+ *   the sending node, the time, the method, the path, the receiving node's origin and the
+ *   reservation id. `verifiedHop` believes it only when the MAC matches and the time is within
+ *   `HOP_VALIDITY_MS`; anything else (a client's own header, a hop replayed to another node, to
+ *   another path, later, or with another reservation) is ignored, and the request is served as
+ *   if it came straight from a client. The derived key never signs a URL and no URL signature
+ *   is a hop MAC (different HMAC keys), so neither can be turned into the other.
  * - **Nothing is sent downstream until the peer answered.** A peer that cannot be reached (or
  *   dies before its status line) is `unreachable`, and the caller still owns an untouched
  *   response: it renders alone instead. A request is never lost to a dead peer.
@@ -27,11 +35,23 @@
  * | `unreachable` | connect refused, timed out, or reset before the status line |
  * | `client_gone` | the client left before the peer answered |
  */
+import { createHmac, hkdfSync, timingSafeEqual } from 'node:crypto';
 import { Agent, type IncomingMessage, request, type ServerResponse } from 'node:http';
 import { request as requestTls } from 'node:https';
 
-/** Marks a request as forwarded once; its value is the forwarding node's id. */
+/** Marks a request as forwarded once: `v1 <nodeId> <ms> <mac>` (see `hopHeader`). */
 export const HOP_HEADER = 'x-ap-forwarded';
+/**
+ * How far a hop's time may be from the receiver's clock, either way, in ms: a forward reaches
+ * its peer in milliseconds, so this is clock skew between nodes plus slack, and the window in
+ * which a captured hop could be replayed (same path, same receiver) at all.
+ */
+export const HOP_VALIDITY_MS = 30_000;
+/** Longest hop header accepted, in characters: a node id (128) and a MAC fit in well under it. */
+const MAX_HOP_HEADER_CHARS = 512;
+/** HKDF context of the hop key: a hop MAC is never a URL signature, nor the reverse. */
+const HOP_KEY_INFO = 'audio-proxy cluster hop v1';
+const HOP_VERSION = 'v1';
 /** Carries the registry reservation a hand-off made on the receiving node. */
 export const RESERVATION_HEADER = 'x-ap-reservation';
 /** A peer on the same network accepts a connection in well under this; past it, act alone. */
@@ -65,6 +85,8 @@ export interface ForwardTarget {
   readonly url: string;
   /** This node's id, sent in the hop header. */
   readonly fromNodeId: string;
+  /** The cluster's hop key (`hopKey(AP_KEY, AP_SALT)`): authenticates the hop header. */
+  readonly hopKey: Uint8Array;
   /** A reservation id made for the peer (hand-off). */
   readonly reservationId?: string;
   readonly connectTimeoutMs?: number;
@@ -75,10 +97,81 @@ export function peerAgent(): Agent {
   return new Agent({ keepAlive: true, maxFreeSockets: MAX_FREE_SOCKETS_PER_PEER });
 }
 
-/** Whether the request was already forwarded once (and by whom). */
-export function forwardedBy(req: IncomingMessage): string | undefined {
-  const v = req.headers[HOP_HEADER];
-  return typeof v === 'string' && v !== '' ? v : undefined;
+/** The hop key every node of a cluster derives from the signing material they share. */
+export function hopKey(key: Uint8Array, salt: Uint8Array): Buffer {
+  return Buffer.from(hkdfSync('sha256', key, salt, HOP_KEY_INFO, 32));
+}
+
+function hopMac(
+  key: Uint8Array,
+  from: string,
+  atMs: string,
+  method: string,
+  path: string,
+  toOrigin: string,
+  reservationId: string,
+): Buffer {
+  // Newline-separated: no field may contain one (ids are checked, paths are request targets).
+  const message = [HOP_VERSION, from, atMs, method, path, toOrigin, reservationId].join('\n');
+  return createHmac('sha256', key).update(message).digest();
+}
+
+/** The hop header a node sends with a forward of `method path` to the peer at `toUrl`. */
+export function hopHeader(
+  key: Uint8Array,
+  h: {
+    from: string;
+    method: string;
+    path: string;
+    toUrl: string;
+    reservationId?: string;
+    nowMs?: number;
+  },
+): string {
+  const at = String(Math.trunc(h.nowMs ?? Date.now()));
+  const to = new URL(h.toUrl).origin;
+  const mac = hopMac(key, h.from, at, h.method, h.path, to, h.reservationId ?? '');
+  return `${HOP_VERSION} ${h.from} ${at} ${mac.toString('base64url')}`;
+}
+
+export interface VerifiedHop {
+  /** The forwarding node. */
+  readonly from: string;
+  /** The reservation the forwarder made here (hand-off), authenticated with the hop. */
+  readonly reservationId: string | undefined;
+}
+
+/**
+ * The request's hop, if a node of this cluster sent it to this node (`selfUrl`) for this very
+ * method and path within `HOP_VALIDITY_MS`; undefined for a client's header, or none.
+ */
+export function verifiedHop(
+  req: IncomingMessage,
+  key: Uint8Array,
+  selfUrl: string,
+  nowMs: number = Date.now(),
+): VerifiedHop | undefined {
+  const value = req.headers[HOP_HEADER];
+  if (typeof value !== 'string' || value.length > MAX_HOP_HEADER_CHARS) return undefined;
+  const parts = value.split(' ');
+  if (parts.length !== 4 || parts[0] !== HOP_VERSION) return undefined;
+  const [, from, at, mac] = parts as [string, string, string, string];
+  if (from === '' || !/^\d{1,16}$/.test(at)) return undefined;
+  if (Math.abs(nowMs - Number(at)) > HOP_VALIDITY_MS) return undefined;
+  const r = req.headers[RESERVATION_HEADER];
+  const reservationId = typeof r === 'string' && r !== '' ? r : undefined;
+  const expected = hopMac(
+    key,
+    from,
+    at,
+    req.method ?? '',
+    req.url ?? '',
+    new URL(selfUrl).origin,
+    reservationId ?? '',
+  );
+  const given = Buffer.from(mac, 'base64url');
+  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return undefined;
+  return { from, reservationId };
 }
 
 export function forward(
@@ -92,7 +185,15 @@ export function forward(
   for (const [name, value] of Object.entries(req.headers)) {
     if (value !== undefined && !NOT_RELAYED.has(name)) headers[name] = value;
   }
-  headers[HOP_HEADER] = target.fromNodeId;
+  const method = req.method === 'HEAD' ? 'HEAD' : 'GET';
+  const path = req.url ?? '/';
+  headers[HOP_HEADER] = hopHeader(target.hopKey, {
+    from: target.fromNodeId,
+    method,
+    path,
+    toUrl: target.url,
+    ...(target.reservationId ? { reservationId: target.reservationId } : {}),
+  });
   if (target.reservationId) headers[RESERVATION_HEADER] = target.reservationId;
   const send = base.protocol === 'https:' ? requestTls : request;
 
@@ -110,8 +211,8 @@ export function forward(
       protocol: base.protocol,
       hostname: base.hostname.replace(/^\[|\]$/g, ''),
       port: base.port,
-      method: req.method === 'HEAD' ? 'HEAD' : 'GET',
-      path: req.url ?? '/',
+      method,
+      path,
       headers,
       ...(agent && base.protocol === 'http:' ? { agent } : {}),
     });

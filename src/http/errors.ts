@@ -13,7 +13,8 @@
  *   bytes), 401/422 `max-age=60` (pure functions of the URL), 410 immutable (an expired URL never
  *   revives), 416/429/5xx `no-store` (transient, or dependent on a request header).
  * - **The 404 is blind.** Every source refusal renders byte-identically; only the router's own miss
- *   says `No such resource`.
+ *   (a path that is not `/{signature}/…`) says `No such resource`; a signed path naming no source
+ *   (a signed `/`) is a source refusal.
  * - **`Retry-After` is an integer >= 1** and always comes from the caller's estimate, never invented.
  * - **There is no default row.** An unknown failure type is a programmer error and throws.
  *

@@ -328,10 +328,10 @@ async function route(x: Exchange, config: Config, services: HandlerServices, met
     fail(x, { type: 'invalid_signature' });
     return;
   }
-  // 2. options (404 without a source marker)
+  // 2. options (404 without a source marker: the route matched, so it is "Source not found")
   const parsed = parseRoute(split.rest);
   if (!parsed.ok) {
-    if (parsed.error === 'not_found') fail(x, { type: 'not_found', scope: 'route' });
+    if (parsed.error === 'not_found') fail(x, { type: 'not_found' });
     else fail(x, { type: 'invalid_options', message: parsed.message });
     return;
   }

@@ -3,7 +3,8 @@
  * header (and the reservation id), its status, headers and bytes come back unchanged; a peer that
  * cannot be reached leaves the client's response untouched (`unreachable`) so the caller can
  * render alone; a peer torn mid-body tears the client's stream; a client that leaves aborts the
- * request to the peer.
+ * request to the peer. The hop header is believed only when a node holding the cluster's key sent
+ * it, recently, for this method, path, receiver and reservation.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -11,11 +12,17 @@ import { afterEach, describe, expect, it } from 'vitest';
 import {
   type ForwardOutcome,
   forward,
-  forwardedBy,
   HOP_HEADER,
+  HOP_VALIDITY_MS,
+  hopHeader,
+  hopKey,
   peerAgent,
   RESERVATION_HEADER,
+  verifiedHop,
 } from '../../src/cluster/forward.js';
+
+const KEY = hopKey(Buffer.alloc(32, 1), Buffer.from('salt'));
+
 import { get } from '../integration/harness.js';
 
 const servers: Server[] = [];
@@ -34,15 +41,14 @@ async function front(peer: string, reservationId?: string) {
   const outcomes: ForwardOutcome[] = [];
   const agent = peerAgent();
   const url = await listen((req, res) => {
-    void forward(req, res, { url: peer, fromNodeId: 'node-front', reservationId }, agent).then(
-      (o) => {
-        outcomes.push(o);
-        if (o.type === 'unreachable') {
-          res.writeHead(299, { 'x-fallback': 'alone' });
-          res.end('rendered here');
-        }
-      },
-    );
+    const target = { url: peer, fromNodeId: 'node-front', hopKey: KEY, reservationId };
+    void forward(req, res, target, agent).then((o) => {
+      outcomes.push(o);
+      if (o.type === 'unreachable') {
+        res.writeHead(299, { 'x-fallback': 'alone' });
+        res.end('rendered here');
+      }
+    });
   });
   return { url, outcomes, agent };
 }
@@ -73,10 +79,13 @@ describe('forward', () => {
     expect(r.headers['x-audio-proxy']).toBe('COALESCED');
     expect(r.headers['content-type']).toBe('audio/mpeg');
     expect(seen[0]!.url).toBe('/sig/f:mp3/plain/local://a.wav');
-    expect(seen[0]!.headers[HOP_HEADER]).toBe('node-front');
+    expect(seen[0]!.headers[HOP_HEADER]).toMatch(/^v1 node-front \d+ [\w-]{43}$/);
     expect(seen[0]!.headers[RESERVATION_HEADER]).toBe('res-1');
     expect(seen[0]!.headers.range).toBe('bytes=0-');
-    expect(forwardedBy(seen[0]!)).toBe('node-front');
+    expect(verifiedHop(seen[0]!, KEY, peer)).toEqual({
+      from: 'node-front',
+      reservationId: 'res-1',
+    });
     expect(f.outcomes).toEqual([{ type: 'relayed', status: 200, complete: true }]);
     f.agent.destroy();
   });
@@ -90,8 +99,56 @@ describe('forward', () => {
     const f = await front(peer);
     await get(f.url, '/x', { headers: { [RESERVATION_HEADER]: 'stolen', [HOP_HEADER]: 'fake' } });
     expect(seen[0]!.headers[RESERVATION_HEADER]).toBeUndefined();
-    expect(seen[0]!.headers[HOP_HEADER]).toBe('node-front');
+    expect(verifiedHop(seen[0]!, KEY, peer)).toEqual({
+      from: 'node-front',
+      reservationId: undefined,
+    });
     f.agent.destroy();
+  });
+
+  it('a hop header is believed only from a key holder, for this path, receiver, reservation, now', async () => {
+    const seen: IncomingMessage[] = [];
+    const node = await listen((req, res) => {
+      seen.push(req);
+      res.end();
+    });
+    const now = Date.now();
+    const at = (method: string, path: string, headers: Record<string, string>) =>
+      get(node, path, { method, headers }).then(() => seen.at(-1)!);
+    const good = (over: Partial<Parameters<typeof hopHeader>[1]> = {}, key: Uint8Array = KEY) =>
+      hopHeader(key, {
+        from: 'node-a',
+        method: 'GET',
+        path: '/p',
+        toUrl: node,
+        nowMs: now,
+        ...over,
+      });
+    const hop = async (value: string, extra: Record<string, string> = {}, path = '/p') =>
+      verifiedHop(await at('GET', path, { [HOP_HEADER]: value, ...extra }), KEY, node, now);
+
+    expect(await hop(good())).toEqual({ from: 'node-a', reservationId: undefined });
+    expect(await hop(good({ reservationId: 'r1' }), { [RESERVATION_HEADER]: 'r1' })).toEqual({
+      from: 'node-a',
+      reservationId: 'r1',
+    });
+    // What a client can send: a bare node id (the old format), junk, or a MAC it cannot make.
+    expect(await hop('node-a')).toBeUndefined();
+    expect(await hop('v1 node-a 1 AAAA')).toBeUndefined();
+    expect(await hop(good({}, hopKey(Buffer.alloc(32, 2), Buffer.from('salt'))))).toBeUndefined();
+    // A real hop reused elsewhere: another path, method, receiver, reservation, or too late.
+    expect(await hop(good(), {}, '/q')).toBeUndefined();
+    expect(
+      verifiedHop(await at('HEAD', '/p', { [HOP_HEADER]: good() }), KEY, node, now),
+    ).toBeUndefined();
+    expect(await hop(good({ toUrl: 'http://127.0.0.1:1' }))).toBeUndefined();
+    expect(
+      await hop(good({ reservationId: 'r1' }), { [RESERVATION_HEADER]: 'r2' }),
+    ).toBeUndefined();
+    expect(await hop(good(), { [RESERVATION_HEADER]: 'stolen' })).toBeUndefined();
+    expect(await hop(good({ nowMs: now - HOP_VALIDITY_MS - 1 }))).toBeUndefined();
+    expect(await hop(good({ nowMs: now + HOP_VALIDITY_MS + 1 }))).toBeUndefined();
+    expect(await hop(good({ nowMs: now - HOP_VALIDITY_MS + 1_000 }))).toBeDefined();
   });
 
   it('an unreachable peer leaves the response untouched: the caller answers alone', async () => {

@@ -52,6 +52,9 @@ function nodeEnv(
   return {
     AP_LOCAL_ROOT: fixtures.dir,
     AP_ALLOW_INSECURE: '1',
+    // The cluster's shared signing material: it also authenticates the hop header between nodes.
+    AP_KEY: 'c1'.repeat(32),
+    AP_SALT: '5a17',
     AP_LOG_LEVEL: 'error',
     AP_MAX_CONCURRENCY: '1',
     AP_QUEUE_SIZE: '1',
@@ -190,6 +193,48 @@ describe('cluster of three nodes on one Redis', () => {
     expect((await totalSpawns()) - before).toBe(1);
   });
 
+  it('a client-sent hop header is not believed: the request is relayed to the owner, one ffmpeg', {
+    timeout: 30_000,
+  }, async () => {
+    const [a, b] = nodes as [Node, Node, Node];
+    const path = '/insecure/f:mp3/cb:forged-hop/plain/local://stereo.wav';
+    const before = await totalSpawns();
+    const relayedBefore = b.proxy.cluster!.forwards.relayed;
+    let started!: () => void;
+    const firstByte = new Promise<void>((r) => {
+      started = r;
+    });
+    const owner = get(a.url, path, { onFirstByte: () => started() });
+    await firstByte; // node-a holds the key's claim and renders it (3 s, paced)
+    // A client claiming to be node-a's forward: believed, node-b would render a duplicate.
+    const forged = await get(b.url, path, { headers: { 'x-ap-forwarded': 'node-a' } });
+    const real = await owner;
+    expect([forged.status, real.status]).toEqual([200, 200]);
+    expect(forged.body.equals(real.body)).toBe(true);
+    expect((await totalSpawns()) - before).toBe(1);
+    expect(b.proxy.cluster!.forwards.relayed - relayedBefore).toBe(1);
+    await waitFor(nothingHeld, WAIT_MS);
+  });
+
+  it('a client-sent hop header does not disable hand-off from a saturated node', {
+    timeout: 40_000,
+  }, async () => {
+    const [a, b, c] = nodes as [Node, Node, Node];
+    const handOffsBefore = a.proxy.cluster!.handOffs.relayed;
+    // node-a: 1 slot + 1 queue place, so the third and fourth of four go to the peers.
+    const responses = await Promise.all(
+      Array.from({ length: 4 }, (_, i) =>
+        get(a.url, `/insecure/f:mp3/t:0:2/cb:forged-sat-${i}/plain/local://stereo.wav`, {
+          headers: { 'x-ap-forwarded': 'node-z' },
+        }),
+      ),
+    );
+    expect(responses.map((r) => r.status)).toEqual([200, 200, 200, 200]);
+    expect(a.proxy.cluster!.handOffs.relayed - handOffsBefore).toBe(2);
+    expect(b.proxy.cluster!.handOffs.relayed + c.proxy.cluster!.handOffs.relayed).toBe(0);
+    await waitFor(nothingHeld, WAIT_MS);
+  });
+
   it('a node killed mid-render lets its claim and its slot lapse within the lease', {
     timeout: 40_000,
   }, async () => {
@@ -232,6 +277,7 @@ describe('cluster of three nodes on one Redis', () => {
     const [a, b, c] = nodes as [Node, Node, Node];
     expect(Object.keys(await heldByNode()).sort()).toEqual(['node-a', 'node-b', 'node-c']);
     const spawnsBefore = await Promise.all(nodes.map((n) => n.spawns().then((p) => p.length)));
+    const { relayed: relayedBefore, refused: refusedBefore } = a.proxy.cluster!.handOffs;
     // node-a: 1 slot + 1 queue place; node-b and node-c: 1 slot each. Five distinct renders at
     // node-a: 1 runs there, 1 waits there, 2 go to the peers, and the fifth finds no room.
     const responses = await Promise.all(
@@ -248,8 +294,8 @@ describe('cluster of three nodes on one Redis', () => {
       nodes.map(async (n, i) => (await n.spawns()).length - spawnsBefore[i]!),
     );
     expect(spawned).toEqual([2, 1, 1]);
-    expect(a.proxy.cluster!.handOffs.relayed).toBe(2);
-    expect(a.proxy.cluster!.handOffs.refused).toBe(1);
+    expect(a.proxy.cluster!.handOffs.relayed - relayedBefore).toBe(2);
+    expect(a.proxy.cluster!.handOffs.refused - refusedBefore).toBe(1);
     expect(b.proxy.cluster!.handOffs.relayed + c.proxy.cluster!.handOffs.relayed).toBe(0);
     await waitFor(nothingHeld, WAIT_MS);
   });

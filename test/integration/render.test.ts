@@ -181,6 +181,28 @@ describe('the status table for bad input', () => {
     expect((await get(h.url, '/insecure/f:mp3/plain/local://../etc/passwd')).status).toBe(404);
   });
 
+  it('a signed path with no source (a signed `/`, no `plain`/`enc`) is "Source not found"', async () => {
+    // The router matched `/:sig/*rest`; only an unmatched path is the router's "No such resource".
+    const key = Buffer.alloc(32, 7);
+    const salt = Buffer.from('salt');
+    h.config.set({ key, salt });
+    try {
+      const sourceNotFound = '{"error":"not_found","message":"Source not found"}';
+      for (const rest of ['/', '/f:mp3', '/f:mp3/t:0:1', '/info']) {
+        const res = await get(h.url, `/${sign(rest, key, salt)}${rest}`);
+        expect(res.status, rest).toBe(404);
+        expect(res.body.toString(), rest).toBe(sourceNotFound);
+      }
+      expect((await get(h.url, '/insecure/')).body.toString()).toBe(sourceNotFound);
+      // The router's own misses keep their message.
+      const root = await get(h.url, '/');
+      expect(root.status).toBe(404);
+      expect(JSON.parse(root.body.toString()).message).toBe('No such resource');
+    } finally {
+      h.config.set({ key: undefined, salt: undefined });
+    }
+  });
+
   it('a signed URL verifies with the key; a tampered one does not', async () => {
     const key = Buffer.alloc(32, 7);
     const salt = Buffer.from('salt');
