@@ -136,7 +136,12 @@ export interface HandlerServices {
   readonly waitingRoom?: WaitingRoomEndpoints;
   /** Present when AP_CLUSTER_REDIS_URL is on (see cluster/cluster.ts). */
   readonly cluster?: ClusterEndpoints;
+  /** True once `close()` has begun: every request but a preflight answers 503 `shutting_down`. */
+  readonly stopping?: () => boolean;
 }
+
+/** A stopping node's Retry-After: another node (or this one restarted) can answer at once. */
+export const SHUTTING_DOWN_RETRY_AFTER_S = 1;
 
 /** Where a MISS renders: here under this node's claim, or relayed from the claim's owner. */
 export type BeforeRenderOutcome =
@@ -268,6 +273,13 @@ async function route(x: Exchange, config: Config, services: HandlerServices, met
     )!; // defined: CORS is on
     x.res.writeHead(pre.status, pre.headers);
     x.res.end();
+    return;
+  }
+  if (services.stopping?.()) {
+    if (path === '/health' || path === '/ready')
+      x.endpoint = path === '/health' ? 'health' : 'ready';
+    x.res.setHeader('connection', 'close'); // a kept-alive client reconnects, elsewhere
+    fail(x, { type: 'shutting_down', retryAfterS: SHUTTING_DOWN_RETRY_AFTER_S });
     return;
   }
   if (path.startsWith('/api/v1/queue/') && services.waitingRoom) {
