@@ -12,6 +12,9 @@
  * ## Races
  * - *Client leaves while waiting or streaming*: the response's `close` is watched and becomes a
  *   `gone` for the coordinator, which cancels a render nobody else wants.
+ * - *close() begins*: a request arriving after `stopping()` turns true answers 503
+ *   `shutting_down`; one already past that check is drained by the proxy, and if its render is
+ *   cancelled at the end of the drain before any byte went out, it is a 503 too, not a 500.
  * - *Silence*: the consumer deadline (`AP_RENDER_TIMEOUT` + 1 s, restarted on every message)
  *   answers 429 before the render started (no slot in time), 504 after it started, and tears the
  *   stream down once bytes have been sent.
@@ -683,7 +686,14 @@ async function deliver(
 
   const failBeforeOrTearDown = (failure: RenderFailure) => {
     if (!wroteBytes && !res.headersSent) {
-      fail(x, renderFailureToHttp(failure));
+      // A render cancelled by close() is the node stopping, not a failed render.
+      const stopping = failure.class === 'cancelled' && services.stopping?.() === true;
+      fail(
+        x,
+        stopping
+          ? { type: 'shutting_down', retryAfterS: SHUTTING_DOWN_RETRY_AFTER_S }
+          : renderFailureToHttp(failure),
+      );
     } else {
       res.destroy(); // no terminating chunk: the client sees a torn stream
     }
