@@ -342,12 +342,21 @@ function signCommand(path: string, encoded: boolean): void {
       `--encoded: the path carries ${JSON.stringify(bad ?? '%')}, which a URL path cannot; drop --encoded to have it encoded`,
     );
   }
+  const wire = encoded ? path : toUrlPath(path);
+  // WHATWG clients (browsers, fetch) resolve `.`/`..` segments, `%2E` spellings too, before
+  // sending: the path they send would not be the path signed.
+  const dot = wire.split('/').find((seg) => /^(?:\.|%2e){1,2}$/i.test(seg));
+  if (dot !== undefined) {
+    refuse(
+      'sign',
+      `the path has a "${dot}" segment, which clients resolve before sending, so no request could match the signature`,
+    );
+  }
   const config = configOrExit(process.env);
   if (!config.key || !config.salt) {
     process.stderr.write('audio-proxy sign: AP_KEY and AP_SALT must both be set\n');
     process.exit(USAGE_EXIT_CODE);
   }
-  const wire = encoded ? path : toUrlPath(path);
   process.stdout.write(`/${sign(wire, config.key, config.salt)}${wire}\n`);
 }
 

@@ -92,6 +92,7 @@ describe('refusals', () => {
       [['serve', '--port', 'abc'], '--port'],
       [['serve', '--host', 'example.com'], '--host'],
       [['sign', '--encoded', '/f:mp3/plain/local://a b.wav'], '" "'],
+      [['sign', '/f:mp3/plain/local://./a.wav'], '"."'],
     ];
     const runs = await Promise.all(cases.map(([args]) => run(args, env)));
     for (const [i, r] of runs.entries()) {
