@@ -676,7 +676,10 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
     ]).then(async () => {
       clearTimeout(budget);
       if (options.onFatal) {
-        await options.onFatal(fatal);
+        // A throwing hook must not become an unhandled rejection (that, too, ends a host).
+        await Promise.resolve()
+          .then(() => options.onFatal!(fatal))
+          .catch((err: unknown) => logger.error({ err }, 'the onFatal hook threw'));
       } else {
         logger.error(
           { child: fatal.child, reason: fatal.reason.type },
