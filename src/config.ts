@@ -1605,8 +1605,10 @@ export interface ConfigOrExitOptions extends LoadConfigOptions {
 export const CONFIG_EXIT_CODE = 2;
 
 /**
- * `loadConfig`, or print every problem to stderr and exit with code 2. For the boot path; any
- * other exception is a bug and propagates.
+ * `loadConfig`, or print every problem to stderr and exit with code 2. For a command-line host's
+ * boot path only (the CLI is its one caller inside the package; the library never exits the
+ * process, so an embedding app calls `loadConfig` and handles `ConfigError`). Any other
+ * exception is a bug and propagates.
  */
 export function configOrExit(env: Env, opts: ConfigOrExitOptions = {}): Config {
   try {

@@ -109,6 +109,14 @@ export {
   type TeeOutcome,
   teeMachine,
 } from './machines/tee.js';
-export { type AudioProxy, type AudioProxyOptions, createAudioProxy, VERSION } from './proxy.js';
+export {
+  type AudioProxy,
+  type AudioProxyOptions,
+  CLOSE_DRAIN_MS,
+  createAudioProxy,
+  ListenError,
+  type ProxyFatal,
+  VERSION,
+} from './proxy.js';
 export { CHANNELS, type ChannelName } from './telemetry/channels.js';
 export { resolveFfmpeg, resolveFfprobe } from './workers/ffmpegPath.js';

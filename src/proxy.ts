@@ -10,14 +10,32 @@
  *  4. the probe and render services (registries and coordinators);
  *  5. the listeners, last: every consumer exists before the first connection.
  *
- * Shutdown runs the list backwards: listeners stop accepting, coordinators cancel their renders
- * (each answers only after ffmpeg is dead and its slot released), pools drain and close, and the
- * semaphore goes last.
+ * Shutdown (`close()`) first turns the node away from new work: the listeners stop accepting and
+ * every new request (`/health` included, on a kept-alive connection or an embedder's own server)
+ * answers 503 `shutting_down`. Responses already in flight drain for up to `CLOSE_DRAIN_MS`.
+ * Then the list runs backwards: coordinators cancel what is left (each answers only after ffmpeg
+ * is dead and its slot released), pools drain and close, and the semaphore goes last.
+ *
+ * ## Invariants
+ * - **The library never kills its host.** `listen()` rejects with a `ListenError`
+ *   (`ERR_AP_LISTEN`, the cause attached) and leaves nothing bound; a fatal actor failure closes
+ *   the proxy (no drain, bounded by `FATAL_STOP_BUDGET_MS`) and then calls the `onFatal` hook.
+ *   Nothing here calls `process.exit`; the CLI's hook does.
+ * - **`close()` is idempotent**: every call gets the same promise.
+ *
+ * ## Races
+ * - *A request lands as close() begins*: it is either counted in flight (and drained) or
+ *   answered 503; the flag is read once, on entry.
+ *
+ * ## Events
+ * | Log (level) | Fields          | When                                                        |
+ * |-------------|-----------------|-------------------------------------------------------------|
+ * | error       | `child`,`reason`| a fatal failure closed the proxy and no `onFatal` was given |
  */
 
 import diagnostics from 'node:diagnostics_channel';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Server as NetServer } from 'node:net';
 import type { Logger } from 'pino';
 import { type Actor, type AnyActorRef, createActor, fromPromise } from 'xstate';
 import { call } from './actors/call.js';
@@ -32,7 +50,7 @@ import {
   stopSupervisor,
   supervisorStats,
 } from './actors/supervisorClient.js';
-import { createSystem } from './actors/system.js';
+import { createSystem, FATAL_STOP_BUDGET_MS, type Fatal } from './actors/system.js';
 import { TeeService } from './actors/teeService.js';
 import {
   join as waitingRoomJoin,
@@ -101,6 +119,35 @@ export const POOL_STOP_DRAIN_MS = 10_000;
  * the contract promises a 429. The kernel caps it at `net.core.somaxconn` (4096 on Debian 12).
  */
 export const LISTEN_BACKLOG = 4_096;
+
+/**
+ * After `close()` begins, how long responses already in flight may go on before what is left is
+ * cancelled. A 3-minute track streams at real time, so this cannot wait for every stream; 10 s
+ * lets short renders and most HITs finish and, with the stop budgets after it, keeps the CLI's
+ * whole shutdown under its 25 s grace (and an orchestrator's usual 30 s).
+ */
+export const CLOSE_DRAIN_MS = 10_000;
+
+/** `listen()` could not bind: `code` is `ERR_AP_LISTEN`, `cause` the system error (EADDRINUSE…). */
+export class ListenError extends Error {
+  override readonly name = 'ListenError';
+  readonly code = 'ERR_AP_LISTEN';
+  readonly address: string;
+  readonly port: number;
+  /** Which listener failed. */
+  readonly listener: 'public' | 'metrics';
+  constructor(listener: 'public' | 'metrics', address: string, port: number, cause: unknown) {
+    const why = (cause as NodeJS.ErrnoException | undefined)?.code ?? String(cause);
+    const where = address.includes(':') ? `[${address}]:${port}` : `${address}:${port}`;
+    super(`cannot listen on ${where} (${listener} listener): ${why}`, { cause });
+    this.listener = listener;
+    this.address = address;
+    this.port = port;
+  }
+}
+
+/** What a fatal failure hands the host: which actor, and how it went. */
+export type ProxyFatal = Fatal;
 export interface AudioProxyOptions {
   /** A loaded config, or a provider (tests change limits through a mutable one). */
   readonly config: Config | ConfigProvider;
@@ -114,6 +161,13 @@ export interface AudioProxyOptions {
    * @default none (the actors are created without an observer)
    */
   readonly inspect?: InspectOption;
+  /**
+   * Called once after an internal failure (a state chart threw, a singleton actor ended) has
+   * closed the proxy (bounded by `FATAL_STOP_BUDGET_MS`). The library never exits the process:
+   * the CLI exits 70 from here; an embedding app may restart the proxy, alert, or exit.
+   * @default none: the failure is logged, the proxy is closed, the host keeps running
+   */
+  readonly onFatal?: (fatal: ProxyFatal) => void | Promise<void>;
 }
 
 export interface AudioProxy {
@@ -121,7 +175,10 @@ export interface AudioProxy {
   readonly handler: (req: IncomingMessage, res: ServerResponse) => Promise<void>;
   /** The metrics listener's handler (`/metrics`, and the `/debug/actors` live view). */
   readonly metricsHandler: (req: IncomingMessage, res: ServerResponse) => Promise<void>;
-  /** Starts both listeners; resolves with their bound addresses. */
+  /**
+   * Starts both listeners; resolves with their bound addresses. Rejects with a `ListenError`
+   * (`code: 'ERR_AP_LISTEN'`, e.g. cause EADDRINUSE) and leaves nothing bound.
+   */
   listen(options?: {
     /** @default the config's `bind` (`AP_BIND`), else every interface */
     host?: string;
@@ -133,8 +190,15 @@ export interface AudioProxy {
     url: string;
     metricsUrl: string;
   }>;
-  /** Stops accepting, cancels renders, drains pools; resolves when nothing is left running. */
-  close(): Promise<void>;
+  /**
+   * Stops accepting and answers every new request 503 `shutting_down`; lets responses in
+   * flight finish for up to `drainMs`; then cancels what is left, drains pools and resolves
+   * when nothing is left running. Idempotent (later calls get the first call's promise).
+   */
+  close(options?: {
+    /** @default CLOSE_DRAIN_MS */
+    drainMs?: number;
+  }): Promise<void>;
   /** The live actors, for inspection and tests. */
   readonly actors: {
     readonly semaphore: Actor<typeof semaphoreMachine>;
@@ -408,7 +472,12 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
     : undefined;
 
   const turns = new TurnBudget();
-  const handler = createHandler({
+  // Set when close() begins; read once per request, on entry.
+  let stopping = false;
+  const inFlight = new Set<ServerResponse>();
+  let onDrained: (() => void) | undefined;
+  const inner = createHandler({
+    stopping: () => stopping,
     turns,
     config: provider,
     version: VERSION,
@@ -442,6 +511,18 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
       : {}),
   });
 
+  // Responses in flight are counted so close() can let them finish (up to its drain bound).
+  const handler = (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    if (!stopping) {
+      inFlight.add(res);
+      res.once('close', () => {
+        inFlight.delete(res);
+        if (inFlight.size === 0) onDrained?.();
+      });
+    }
+    return inner(req, res);
+  };
+
   // The live view of the actors (`/debug/actors`), on the metrics listener only.
   const liveView = createLiveView({
     actors: [
@@ -468,6 +549,9 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
     res.end(r.body);
   };
 
+  // A fatal failure closes the proxy, then tells the host (see `onFatal`); never process.exit.
+  let fatalDuringStart: Fatal | undefined;
+  let runFatal: ((fatal: Fatal) => void) | undefined;
   let publicServer: Server | null = null;
   let gate: AcceptGate | null = null;
   let metricsServer: Server | null = null;
@@ -551,7 +635,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
         stopTimeoutMs: 20_000,
       },
     ],
-    { logger },
+    { logger, onFatal: (fatal) => (runFatal ? runFatal(fatal) : (fatalDuringStart = fatal)) },
   ).catch(async (error: unknown) => {
     await cluster?.close(); // its Redis connections were opened before the boot failed
     throw error;
@@ -562,6 +646,68 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
     void system.supervise(actor, name);
   };
 
+  let closing: Promise<void> | undefined;
+  const close = (opts: { drainMs?: number } = {}): Promise<void> => {
+    closing ??= (async () => {
+      stopping = true; // from here every new request answers 503 shutting_down
+      liveView.close(); // ends its event streams, which would otherwise hold the listener open
+      const servers = [publicServer, metricsServer].filter((s): s is Server => s !== null);
+      gate?.listener.close();
+      gate?.close();
+      for (const s of servers) {
+        s.close();
+        s.closeIdleConnections();
+      }
+      await cluster?.drain(); // peers stop choosing this node before its renders are cancelled
+      await drainInFlight(opts.drainMs ?? CLOSE_DRAIN_MS);
+      await system.stop();
+      for (const s of servers) s.closeAllConnections();
+      for (const off of unpublish.splice(0)) off();
+      detachLog();
+      waitingRoom?.stop();
+      metrics.close();
+      inspection.close(); // last: the actors' final snapshots have been sent
+    })();
+    return closing;
+  };
+  /** Resolves when no response is in flight, or after `ms`. */
+  const drainInFlight = (ms: number): Promise<void> =>
+    inFlight.size === 0 || ms <= 0
+      ? Promise.resolve()
+      : new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, ms);
+          onDrained = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+
+  runFatal = (fatal) => {
+    // The system has logged it. Close without draining (a broken singleton must not keep
+    // serving), bounded, then hand the decision to the host.
+    let budget: ReturnType<typeof setTimeout> | undefined;
+    void Promise.race([
+      close({ drainMs: 0 }).catch(() => {}),
+      new Promise<void>((resolve) => {
+        budget = setTimeout(resolve, FATAL_STOP_BUDGET_MS);
+      }),
+    ]).then(async () => {
+      clearTimeout(budget);
+      if (options.onFatal) {
+        // A throwing hook must not become an unhandled rejection (that, too, ends a host).
+        await Promise.resolve()
+          .then(() => options.onFatal!(fatal))
+          .catch((err: unknown) => logger.error({ err }, 'the onFatal hook threw'));
+      } else {
+        logger.error(
+          { child: fatal.child, reason: fatal.reason.type },
+          'audio-proxy closed after an internal failure; no onFatal hook was given, the host process is left running',
+        );
+      }
+    });
+  };
+  if (fatalDuringStart) runFatal(fatalDuringStart);
+
   return {
     handler,
     metricsHandler,
@@ -571,19 +717,22 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
       metricsServer = createServer((req, res) => void metricsHandler(req, res));
       // The public port is accepted by the gate, which feeds the HTTP server turn by turn.
       gate = gateConnections(publicServer, turns);
-      await new Promise<void>((resolve) =>
-        gate!.listener.listen(
-          { port: opts.port ?? c.port, host: opts.host ?? c.bind, backlog: LISTEN_BACKLOG },
-          resolve,
-        ),
-      );
-      await new Promise<void>((resolve) =>
-        metricsServer!.listen(
-          opts.metricsPort ?? c.metricsPort,
-          opts.metricsHost ?? c.metricsBind,
-          resolve,
-        ),
-      );
+      const publicAt = { host: opts.host ?? c.bind, port: opts.port ?? c.port };
+      const metricsAt = {
+        host: opts.metricsHost ?? c.metricsBind,
+        port: opts.metricsPort ?? c.metricsPort,
+      };
+      try {
+        await bind(gate.listener, 'public', { ...publicAt, backlog: LISTEN_BACKLOG });
+        await bind(metricsServer, 'metrics', metricsAt);
+      } catch (error) {
+        // Nothing stays bound and nothing is left to close: a later listen() may try again.
+        gate.listener.close();
+        gate.close();
+        metricsServer.close();
+        [publicServer, metricsServer, gate] = [null, null, null];
+        throw error;
+      }
       // The HTTP server never listens itself; its 'listening' starts the connection tracking
       // that header/request timeouts and closeIdleConnections/closeAllConnections rely on.
       publicServer.emit('listening');
@@ -593,24 +742,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
         addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
       return { url: `http://${host(a)}:${a.port}`, metricsUrl: `http://${host(m)}:${m.port}` };
     },
-    async close() {
-      liveView.close(); // ends its event streams, which would otherwise hold the listener open
-      const closing = [publicServer, metricsServer].filter((s): s is Server => s !== null);
-      gate?.listener.close();
-      gate?.close();
-      for (const s of closing) {
-        s.close();
-        s.closeIdleConnections();
-      }
-      await cluster?.drain(); // peers stop choosing this node before its renders are cancelled
-      await system.stop();
-      for (const s of closing) s.closeAllConnections();
-      for (const off of unpublish.splice(0)) off();
-      detachLog();
-      waitingRoom?.stop();
-      metrics.close();
-      inspection.close(); // last: the actors' final snapshots have been sent
-    },
+    close,
     actors: { semaphore, probeLimiter, readiness },
     renders,
     waitingRoom,
@@ -622,6 +754,23 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
     store,
     cluster,
   };
+}
+
+/** `server.listen(at)`, rejecting with a `ListenError` instead of emitting an unhandled 'error'. */
+function bind(
+  server: NetServer,
+  listener: 'public' | 'metrics',
+  at: { host: string | undefined; port: number; backlog?: number },
+): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const onError = (error: Error) =>
+      reject(new ListenError(listener, at.host ?? '::', at.port, error));
+    server.once('error', onError);
+    server.listen(at, () => {
+      server.off('error', onError);
+      resolve();
+    });
+  });
 }
 
 /** What the Render machine needs for one request: the executable, argv and deadline. */

@@ -61,6 +61,8 @@ function failureFor(r: ErrorRow): Failure {
       return { type: 'invalid_options', message: 'unknown option "xyz:1"' };
     case 'queue_full':
       return { type: 'queue_full', retryAfterS: 3 };
+    case 'shutting_down':
+      return { type: 'shutting_down', retryAfterS: 1 };
     case 'range_not_satisfiable':
       return { type: 'range_not_satisfiable', size: 1234 };
     default:

@@ -47,6 +47,8 @@ describe('src/index.ts', () => {
       'watchInto',
       'Registry',
       'createSystem',
+      'ListenError',
+      'CLOSE_DRAIN_MS',
       'CallError',
       'sign',
       'CHANNELS',

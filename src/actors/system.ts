@@ -1,7 +1,7 @@
 /**
  * The system: the ordered list of singletons (semaphore, limiter, metrics, readiness, pools,
  * registries, listeners), started top-down and stopped bottom-up, and the policy that an actor
- * which fails is a bug that ends the process.
+ * which fails is a bug that ends the system (never the process: that is the host's decision).
  *
  * ## Invariants
  * - **Declared order up, reverse order down.** A child starts only after every child above it
@@ -13,8 +13,9 @@
  *   and the shutdown moves on, so one wedged child cannot keep the others alive.
  * - **An actor error is fatal.** Machines are pure: a throw is a bug, and a half-updated
  *   singleton (a semaphore that forgot its holders) must not keep serving. The default fatal
- *   path logs, runs the bounded shutdown (so ffmpeg processes are killed), then exits with
- *   `FATAL_EXIT_CODE`. A singleton actor that stops or finishes while the system is running
+ *   path logs, runs the bounded shutdown (so ffmpeg processes are killed), then calls
+ *   `afterFatal`. Nothing here calls `process.exit`: a host (the CLI) exits with
+ *   `FATAL_EXIT_CODE` from its own hook; an embedding app decides for itself. A singleton actor that stops or finishes while the system is running
  *   is fatal too; dynamic actors put under `supervise` are fatal only on error.
  * - **Fatal fires once.** Later failures are logged, not acted on again.
  *
@@ -33,7 +34,10 @@
 import type { AnyActorRef } from 'xstate';
 import { type GoneReason, type Unwatch, watch } from './monitor.js';
 
-/** EX_SOFTWARE from sysexits.h: an internal software error, which is what a throwing machine is. */
+/**
+ * EX_SOFTWARE from sysexits.h: an internal software error, which is what a throwing machine is.
+ * The library never exits; this is the code the CLI (a host) exits with after a fatal error.
+ */
 export const FATAL_EXIT_CODE = 70;
 /** Per-child stop bound when the child names none; OTP's default worker shutdown. */
 export const DEFAULT_CHILD_STOP_TIMEOUT_MS = 5_000;
@@ -75,12 +79,16 @@ export interface ChildStopReport {
 }
 
 export interface SystemOptions {
-  /** Replaces the default fatal path (log, bounded shutdown, `exit(FATAL_EXIT_CODE)`). */
+  /** Replaces the default fatal path (log, bounded shutdown, `afterFatal`). */
   readonly onFatal?: (fatal: Fatal) => void;
   /** @default a console-backed logger */
   readonly logger?: SystemLogger;
-  /** Used by the default fatal path. @default process.exit */
-  readonly exit?: (code: number) => void;
+  /**
+   * Called once by the default fatal path, when the bounded shutdown has ended (or its
+   * `FATAL_STOP_BUDGET_MS` ran out). The host decides what follows, e.g. `process.exit(70)`.
+   * @default nothing: the system is stopped and the process left to its host
+   */
+  readonly afterFatal?: (fatal: Fatal) => void;
 }
 
 export type SystemStatus = 'starting' | 'running' | 'stopping' | 'stopped';
@@ -113,7 +121,7 @@ const TIMED_OUT: unique symbol = Symbol('timed out');
 class ActorSystem implements System {
   readonly #specs: readonly ChildSpec<any>[];
   readonly #logger: SystemLogger;
-  readonly #exit: (code: number) => void;
+  readonly #afterFatal: ((fatal: Fatal) => void) | undefined;
   readonly #onFatal: ((fatal: Fatal) => void) | undefined;
   readonly #started: StartedChild[] = [];
   readonly #handles = new Map<string, unknown>();
@@ -145,7 +153,7 @@ class ActorSystem implements System {
     }
     this.#specs = specs;
     this.#logger = options.logger ?? consoleLogger;
-    this.#exit = options.exit ?? ((code) => process.exit(code));
+    this.#afterFatal = options.afterFatal;
     this.#onFatal = options.onFatal;
   }
 
@@ -258,15 +266,16 @@ class ActorSystem implements System {
       this.#onFatal(fatal);
       return;
     }
-    let exited = false;
-    const exitOnce = () => {
-      if (exited) return;
-      exited = true;
+    let done = false;
+    const settle = () => {
+      if (done) return;
+      done = true;
       clearTimeout(budget);
-      this.#exit(FATAL_EXIT_CODE);
+      this.#afterFatal?.(fatal);
     };
-    const budget = setTimeout(exitOnce, FATAL_STOP_BUDGET_MS);
-    this.stop().then(exitOnce, exitOnce);
+    const budget = setTimeout(settle, FATAL_STOP_BUDGET_MS);
+    budget.unref?.(); // the budget bounds the hook's wait; it never keeps a host alive
+    this.stop().then(settle, settle);
   }
 }
 

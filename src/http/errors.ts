@@ -42,6 +42,8 @@ export type Failure =
   | { readonly type: 'probe_failed' }
   | { readonly type: 'not_configured' }
   | { readonly type: 'upstream_unavailable' }
+  /** `close()` has begun: this node takes no new work (see proxy.ts). */
+  | { readonly type: 'shutting_down'; readonly retryAfterS: number }
   | { readonly type: 'render_timeout' }
   | { readonly type: 'probe_timeout' };
 
@@ -100,6 +102,10 @@ export const ERROR_TABLE: readonly ErrorRow[] = Object.freeze([
   row('probe_failed', 500, 'Probe failed', CC_TRANSIENT),
   row('not_configured', 500, 'Storage backend is not configured', CC_TRANSIENT),
   row('upstream_unavailable', 502, 'Storage backend is unavailable', CC_TRANSIENT),
+  {
+    ...row('shutting_down', 503, 'Server is shutting down', CC_TRANSIENT),
+    extraHeader: 'retry-after',
+  },
   row('render_timeout', 504, 'Render exceeded AP_RENDER_TIMEOUT', CC_TRANSIENT),
   row('probe_timeout', 504, 'Probe exceeded AP_PROBE_TIMEOUT', CC_TRANSIENT),
 ]);
@@ -128,7 +134,7 @@ function encode(error: string, message: string): string {
 
 /**
  * The one failure → HTTP mapping. Returns status, headers (`content-type`, `cache-control`, plus
- * `retry-after` for 429 and `content-range` for 416) and the JSON body.
+ * `retry-after` for 429 and 503 and `content-range` for 416) and the JSON body.
  */
 export function errorResponse(failure: Failure): ErrorResponse {
   const r = rowFor(failure);
@@ -144,10 +150,11 @@ export function errorResponse(failure: Failure): ErrorResponse {
       }
       message = failure.message;
       break;
-    case 'queue_full': {
+    case 'queue_full':
+    case 'shutting_down': {
       const s = failure.retryAfterS;
       if (typeof s !== 'number' || !Number.isFinite(s)) {
-        throw new TypeError('queue_full needs retryAfterS (seconds)');
+        throw new TypeError(`${failure.type} needs retryAfterS (seconds)`);
       }
       headers['retry-after'] = String(Math.max(MIN_RETRY_AFTER_S, Math.ceil(s)));
       break;

@@ -20,6 +20,9 @@
  * ## Races
  * - *Client leaves while waiting or streaming*: the response's `close` is watched and becomes a
  *   `gone` for the coordinator, which cancels a render nobody else wants.
+ * - *close() begins*: a request arriving after `stopping()` turns true answers 503
+ *   `shutting_down`; one already past that check is drained by the proxy, and if its render is
+ *   cancelled at the end of the drain before any byte went out, it is a 503 too, not a 500.
  * - *Silence*: the consumer deadline (`AP_RENDER_TIMEOUT` + 1 s, restarted on every message)
  *   answers 429 before the render started (no slot in time), 504 after it started, and tears the
  *   stream down once bytes have been sent.
@@ -154,7 +157,12 @@ export interface HandlerServices {
   readonly waitingRoom?: WaitingRoomEndpoints;
   /** Present when AP_CLUSTER_REDIS_URL is on (see cluster/cluster.ts). */
   readonly cluster?: ClusterEndpoints;
+  /** True once `close()` has begun: every request but a preflight answers 503 `shutting_down`. */
+  readonly stopping?: () => boolean;
 }
+
+/** A stopping node's Retry-After: another node (or this one restarted) can answer at once. */
+export const SHUTTING_DOWN_RETRY_AFTER_S = 1;
 
 /** Where a MISS renders: here under this node's claim, or relayed from the claim's owner. */
 export type BeforeRenderOutcome =
@@ -309,6 +317,13 @@ async function route(x: Exchange, config: Config, services: HandlerServices, met
     )!; // defined: CORS is on
     x.res.writeHead(pre.status, pre.headers);
     x.res.end();
+    return;
+  }
+  if (services.stopping?.()) {
+    if (path === '/health' || path === '/ready')
+      x.endpoint = path === '/health' ? 'health' : 'ready';
+    x.res.setHeader('connection', 'close'); // a kept-alive client reconnects, elsewhere
+    fail(x, { type: 'shutting_down', retryAfterS: SHUTTING_DOWN_RETRY_AFTER_S });
     return;
   }
   if (path.startsWith('/api/v1/queue/') && services.waitingRoom) {
@@ -743,7 +758,14 @@ async function deliver(
 
   const failBeforeOrTearDown = (failure: RenderFailure) => {
     if (!wroteBytes && !res.headersSent) {
-      fail(x, renderFailureToHttp(failure));
+      // A render cancelled by close() is the node stopping, not a failed render.
+      const stopping = failure.class === 'cancelled' && services.stopping?.() === true;
+      fail(
+        x,
+        stopping
+          ? { type: 'shutting_down', retryAfterS: SHUTTING_DOWN_RETRY_AFTER_S }
+          : renderFailureToHttp(failure),
+      );
     } else {
       res.destroy(); // no terminating chunk: the client sees a torn stream
     }

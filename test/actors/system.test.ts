@@ -1,8 +1,8 @@
 // The system: children start in declared order and stop in reverse; a failing start unwinds
 // what it started and rethrows; each stop is bounded (fake timers) and a slow or throwing child
 // does not hold up the others; an actor error, or a singleton ending while the system runs, is
-// fatal exactly once (logged, bounded shutdown, exit 70), and a child's own planned stop is not.
-// The default exit path is checked in a real child process.
+// fatal exactly once (logged, bounded shutdown, then the host's afterFatal hook), and a child's own
+// planned stop is not. The default path, which never exits the process, is checked in a real child.
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -203,18 +203,22 @@ describe('bounded stops', () => {
 });
 
 describe('fatal actors', () => {
-  it('logs an actor error, stops every child in reverse, then exits 70 once', async () => {
+  it('logs an actor error, stops every child in reverse, then calls afterFatal once', async () => {
     const log: string[] = [];
     const logger = quietLogger();
-    const exit = vi.fn();
+    const afterFatal = vi.fn();
     const system = await createSystem(
       [actorChild('semaphore', log), actorChild('limiter', log), actorChild('listener', log)],
-      { logger, exit },
+      { logger, afterFatal },
     );
     const limiter = system.get<Singleton>('limiter');
     limiter.send({ type: 'boom' });
-    await vi.waitFor(() => expect(exit).toHaveBeenCalled());
-    expect(exit.mock.calls).toEqual([[FATAL_EXIT_CODE]]);
+    await vi.waitFor(() => expect(afterFatal).toHaveBeenCalled());
+    expect(afterFatal).toHaveBeenCalledTimes(1);
+    expect(afterFatal.mock.calls[0]![0]).toMatchObject({
+      child: 'limiter',
+      reason: { type: 'error' },
+    });
     expect(logger.error).toHaveBeenCalledWith(
       expect.objectContaining({
         child: 'limiter',
@@ -296,10 +300,10 @@ describe('fatal actors', () => {
     await system.stop();
   });
 
-  it('exits within the fatal budget even when a child never finishes stopping', async () => {
+  it('calls afterFatal within the fatal budget even when a child never finishes stopping', async () => {
     vi.useFakeTimers();
     const log: string[] = [];
-    const exit = vi.fn();
+    const afterFatal = vi.fn();
     const system = await createSystem(
       [
         actorChild('semaphore', log),
@@ -310,18 +314,18 @@ describe('fatal actors', () => {
           stopTimeoutMs: Number.POSITIVE_INFINITY,
         },
       ],
-      { logger: quietLogger(), exit },
+      { logger: quietLogger(), afterFatal },
     );
     system.get<Singleton>('semaphore').send({ type: 'boom' });
     await vi.advanceTimersByTimeAsync(FATAL_STOP_BUDGET_MS - 1);
-    expect(exit).not.toHaveBeenCalled();
+    expect(afterFatal).not.toHaveBeenCalled();
     await vi.advanceTimersByTimeAsync(1);
-    expect(exit.mock.calls).toEqual([[FATAL_EXIT_CODE]]);
+    expect(afterFatal).toHaveBeenCalledTimes(1);
   });
 
   it('fails the start when a child fails fatally while later children start', async () => {
     const log: string[] = [];
-    const exit = vi.fn();
+    const afterFatal = vi.fn();
     let release!: () => void;
     const attempt = createSystem(
       [
@@ -339,24 +343,27 @@ describe('fatal actors', () => {
         },
         actorChild('listener', log),
       ],
-      { logger: quietLogger(), exit },
+      { logger: quietLogger(), afterFatal },
     );
     await Promise.resolve();
     release();
     await expect(attempt).rejects.toThrow(/stopped while starting "listener"/);
-    await vi.waitFor(() => expect(exit).toHaveBeenCalledWith(FATAL_EXIT_CODE));
+    await vi.waitFor(() => expect(afterFatal).toHaveBeenCalledTimes(1));
     expect(log).toEqual(['start semaphore', 'stop slow', 'stop semaphore']);
   });
 });
 
 describe('the default fatal path', () => {
-  it('logs to stderr and exits the real process with code 70', () => {
+  it('logs to stderr, stops the system and leaves the real process to its host', () => {
     const fixture = fileURLToPath(new URL('./fixtures/fatalSystem.ts', import.meta.url));
     const run = spawnSync(process.execPath, ['--import', 'tsx', fixture], {
       encoding: 'utf8',
       timeout: 20_000,
     });
-    expect(run.status).toBe(FATAL_EXIT_CODE);
+    // The library never exits: the loop empties once the listener is stopped, and the process
+    // ends by itself with 0 (the CLI passes afterFatal and exits FATAL_EXIT_CODE instead).
+    expect(run.status).toBe(0);
+    expect(FATAL_EXIT_CODE).toBe(70);
     expect(run.stderr).toContain('a machine threw');
     expect(run.stdout).toContain('stopped: listener,semaphore');
   });

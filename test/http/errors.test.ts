@@ -77,6 +77,13 @@ const CONTRACT: [Failure, number, string, string, string][] = [
     'no-store',
   ],
   [
+    { type: 'shutting_down', retryAfterS: 1 },
+    503,
+    'shutting_down',
+    'Server is shutting down',
+    'no-store',
+  ],
+  [
     { type: 'render_timeout' },
     504,
     'render_timeout',
@@ -132,13 +139,13 @@ describe('errorResponse', () => {
     expect(() => errorResponse({ type: 'invalid_options', message: '' })).toThrow(TypeError);
   });
 
-  it('only 416 and 429 carry an extra header', () => {
+  it('only 416, 429 and 503 carry an extra header', () => {
     for (const [failure] of CONTRACT) {
       const extra = Object.keys(errorResponse(failure).headers).filter(
         (h) => h !== 'content-type' && h !== 'cache-control',
       );
       const expected =
-        failure.type === 'queue_full'
+        failure.type === 'queue_full' || failure.type === 'shutting_down'
           ? ['retry-after']
           : failure.type === 'range_not_satisfiable'
             ? ['content-range']

@@ -1,0 +1,218 @@
+// The `audio-proxy` command as an operator runs it (#16 item 4): the real bin in child processes.
+// --help has no side effects, --version answers, unknown flags and commands are refused by name
+// with exit 2, serve takes --host/--port beside AP_BIND/AP_PORT, boot failures are one line and
+// exit 1, and `sign` prints a path that verifies when a client sends it.
+import { spawn } from 'node:child_process';
+import { copyFile, mkdtemp, readFile } from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config.js';
+import { createAudioProxy } from '../src/proxy.js';
+import { makeFixtures } from './fixtures/audio.js';
+import { waitFor } from './integration/harness.js';
+import { freePort } from './ports.js';
+
+const BIN = join(process.cwd(), 'bin/audio-proxy.mjs');
+/** A command that should end at once; one that is still running after this has started a server. */
+const QUICK_EXIT_MS = 20_000;
+
+interface Run {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** Runs the bin; kills it (code null) if it has not exited within `timeoutMs`. */
+function run(args: string[], env: Record<string, string> = {}, timeoutMs = QUICK_EXIT_MS) {
+  return new Promise<Run>((resolve) => {
+    const child = spawn(process.execPath, [BIN, ...args], {
+      env: { PATH: process.env.PATH ?? '', AUDIO_PROXY_FROM_SOURCE: '1', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d));
+    child.stderr.on('data', (d: Buffer) => (stderr += d));
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** Our own lines on stderr (the AWS SDK's Node-version warning is not ours). */
+const ownLines = (stderr: string) => stderr.split('\n').filter((l) => l.startsWith('audio-proxy'));
+
+describe('--help and --version', () => {
+  it('prints usage and exits 0 without side effects, for every command', async () => {
+    const env = { AP_PORT: String(await freePort()), AP_METRICS_PORT: String(await freePort()) };
+    const cases = [
+      ['--help'],
+      ['-h'],
+      ['help', 'serve'],
+      ['serve', '--help'],
+      ['serve', '-h'],
+      ['serve', '--bogus', '--help'],
+      ['demo', '--help'],
+      ['inspect', '-h'],
+      ['sign', '--help'],
+    ];
+    const runs = await Promise.all(cases.map((args) => run(args, env)));
+    for (const [i, r] of runs.entries()) {
+      expect({ args: cases[i], code: r.code }).toEqual({ args: cases[i], code: 0 });
+      expect(r.stdout).toMatch(/^usage: audio-proxy/);
+      expect(r.stdout).not.toContain('listening');
+      expect(r.stdout).not.toContain('Preparing the demo library');
+    }
+    expect(runs[3]!.stdout).toContain('--port');
+    expect(runs[3]!.stdout).toContain('AP_BIND');
+  });
+
+  it('--version prints the package version', async () => {
+    const pkg = JSON.parse(await readFile(join(process.cwd(), 'package.json'), 'utf8'));
+    const r = await run(['--version']);
+    expect(r).toMatchObject({ code: 0, stdout: `${pkg.version}\n` });
+  });
+});
+
+describe('refusals', () => {
+  it('refuses unknown flags, commands and arguments by name with exit 2', async () => {
+    const env = { AP_PORT: String(await freePort()), AP_METRICS_PORT: String(await freePort()) };
+    const cases: Array<[string[], string]> = [
+      [['serve', '--bogus'], '--bogus'],
+      [['demo', '--frob=1'], '--frob'],
+      [['frobnicate'], '"frobnicate"'],
+      [['--bogus'], '--bogus'],
+      [['serve', 'extra'], '"extra"'],
+      [['serve', '--port', 'abc'], '--port'],
+      [['serve', '--host', 'example.com'], '--host'],
+      [['sign', '--encoded', '/f:mp3/plain/local://a b.wav'], '" "'],
+      [['sign', '/f:mp3/plain/local://./a.wav'], '"."'],
+    ];
+    const runs = await Promise.all(cases.map(([args]) => run(args, env)));
+    for (const [i, r] of runs.entries()) {
+      const [args, named] = cases[i]!;
+      expect({ args, code: r.code }).toEqual({ args, code: 2 });
+      expect(ownLines(r.stderr)[0]).toContain(named);
+      expect(r.stdout).toBe('');
+    }
+  });
+});
+
+describe('serve', () => {
+  it('--host and --port set the listener (beside AP_BIND and AP_PORT); SIGTERM drains', {
+    timeout: 90_000,
+  }, async () => {
+    const [port, metricsPort] = [await freePort(), await freePort()];
+    const child = spawn(
+      process.execPath,
+      [BIN, 'serve', '--host', '127.0.0.1', '--port', String(port)],
+      {
+        env: {
+          PATH: process.env.PATH ?? '',
+          AUDIO_PROXY_FROM_SOURCE: '1',
+          AP_PORT: String(await freePort()), // the flag wins
+          AP_METRICS_PORT: String(metricsPort),
+          AP_LOG_LEVEL: 'info',
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d));
+    child.stderr.on('data', (d: Buffer) => (out += d));
+    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    try {
+      await waitFor(() => out.includes('audio-proxy listening'), 60_000, 50);
+      expect(out).toContain(`http://127.0.0.1:${port}`);
+      expect((await fetch(`http://127.0.0.1:${port}/health`)).status).toBe(200);
+    } finally {
+      child.kill('SIGTERM');
+    }
+    expect(await exited).toBe(0);
+    expect(out).toContain('SIGTERM: draining: new requests answer 503');
+  });
+
+  it('a busy port is one line on stderr and exit 1', { timeout: 60_000 }, async () => {
+    const squatter = createServer();
+    await new Promise<void>((r) => squatter.listen(0, '127.0.0.1', r));
+    const port = (squatter.address() as AddressInfo).port;
+    try {
+      const r = await run(
+        ['serve', '--host', '127.0.0.1', '--port', String(port)],
+        { AP_METRICS_PORT: String(await freePort()), AP_LOG_LEVEL: 'error' },
+        45_000,
+      );
+      expect(r.code).toBe(1);
+      expect(r.stderr.trim().split('\n')).toEqual([
+        expect.stringMatching(
+          new RegExp(`^audio-proxy serve: cannot listen on 127\\.0\\.0\\.1:${port} .*EADDRINUSE`),
+        ),
+      ]);
+    } finally {
+      squatter.close();
+    }
+  });
+
+  it('an S3 variant store that fails its boot check is one line and exit 1', {
+    timeout: 60_000,
+  }, async () => {
+    const r = await run(
+      ['serve'],
+      {
+        AP_PORT: String(await freePort()),
+        AP_METRICS_PORT: String(await freePort()),
+        AP_LOG_LEVEL: 'error',
+        AP_VARIANT_STORE: 's3://audio-proxy-boot-check',
+        AP_VARIANT_S3_ENDPOINT: `http://127.0.0.1:${await freePort()}`, // nothing listens
+        AP_VARIANT_S3_ACCESS_KEY_ID: 'id',
+        AP_VARIANT_S3_SECRET_ACCESS_KEY: 'secret',
+        AP_VARIANT_S3_REGION: 'us-east-1',
+      },
+      45_000,
+    );
+    expect(r.code).toBe(1);
+    expect(ownLines(r.stderr)).toEqual([
+      expect.stringMatching(/^audio-proxy serve: the variant store is unusable: AP_VARIANT_STORE=/),
+    ]);
+    expect(r.stderr).not.toMatch(/^\s+at /m); // no stack trace
+  });
+});
+
+describe('sign', () => {
+  it('percent-encodes spaces, non-ASCII and reserved characters; the printed path verifies', {
+    timeout: 60_000,
+  }, async () => {
+    const fixtures = await makeFixtures();
+    const root = await mkdtemp(join(tmpdir(), 'ap-sign-'));
+    const names = ['my song é.wav', '音楽 #1?.wav', '50% [live] "a\\b".wav'];
+    for (const name of names) await copyFile(fixtures.stereoWav, join(root, name));
+    const keys = { AP_KEY: 'a1'.repeat(32), AP_SALT: 'b2'.repeat(32) };
+    const signed = await Promise.all(
+      names.map((n) => run(['sign', `/f:mp3/plain/local://${n}`], keys)),
+    );
+    const proxy = await createAudioProxy({
+      config: loadConfig({ ...keys, AP_LOCAL_ROOT: root, AP_LOG_LEVEL: 'error' }),
+      logger: pino({ level: 'silent' }),
+    });
+    try {
+      const { url } = await proxy.listen({ host: '127.0.0.1', port: 0, metricsPort: 0 });
+      for (const [i, r] of signed.entries()) {
+        expect(r.code, r.stderr).toBe(0);
+        const path = r.stdout.trim();
+        expect(path).toMatch(/^\/[A-Za-z0-9_-]{43}\/f:mp3\/plain\/local:\/\/[\x21-\x7e]+$/);
+        const res = await fetch(`${url}${path}`); // a WHATWG client, as a browser sends it
+        const body = Buffer.from(await res.arrayBuffer());
+        expect({ name: names[i], status: res.status }).toEqual({ name: names[i], status: 200 });
+        expect(body.length).toBeGreaterThan(1_000);
+      }
+    } finally {
+      await proxy.close();
+    }
+  });
+});
