@@ -31,11 +31,14 @@ const RUNS: Array<{ bench: string; file: string; flags?: string[]; args: string[
     file: 'hit.ts',
     args: quick ? ['--rounds', '3', '--seconds', '4'] : ['--rounds', '7', '--seconds', '6'],
   },
+  { bench: 'cpu', file: 'cpu.ts', args: ['--rounds', quick ? '3' : '5'] },
+  { bench: 'burst', file: 'burst.ts', args: [] },
 ];
 
 const out = join(mkdtempSync(join(tmpdir(), 'ap-bench-all-')), 'figures.jsonl');
 const tsx = fileURLToPath(new URL('../node_modules/.bin/tsx', import.meta.url));
 const loads: number[] = [];
+const loadAtStart = loadavg()[0]!;
 for (const run of RUNS) {
   process.stderr.write(`\n=== ${run.bench} ===\n`);
   const file = fileURLToPath(new URL(run.file, import.meta.url));
@@ -65,6 +68,24 @@ const n = (v: number | undefined) =>
   v === undefined ? '–' : Math.round(v).toLocaleString('en-US');
 const ratio = (a: number | undefined, b: number | undefined) =>
   a === undefined || b === undefined ? undefined : a / b;
+/** A CPU figure reported with `spreadFigures`: "median (min–max)", scaled, with a unit. */
+const sp = (bench: string, key: string, digits = 2, scale = 1, unit = '×') => {
+  const m = num(bench, key);
+  if (m === undefined) return '–';
+  const lo = num(bench, `${key}:min`);
+  const hi = num(bench, `${key}:max`);
+  const f = (v: number) => (v * scale).toFixed(digits);
+  return lo === undefined || hi === undefined
+    ? `${f(m)}${unit}`
+    : `**${f(m)}${unit}** (${f(lo)}–${f(hi)})`;
+};
+/** The 1-minute load average a benchmark saw at its start and end. */
+const load = (bench: string) => {
+  const a = num(bench, 'loadStart');
+  const b = num(bench, 'loadEnd');
+  return a === undefined || b === undefined ? '–' : `${a.toFixed(1)}→${b.toFixed(1)}`;
+};
+const W = 'worker (64K/50ms)';
 
 const rows: string[][] = [
   [
@@ -73,6 +94,9 @@ const rows: string[][] = [
     `bare ffmpeg, 2 at a time: ${ms(num('render', 'p1DirectMs'))}`,
     x(num('render', 'p1'), 3),
     '≤ 1.02×',
+    `proxy ÷ ffmpeg CPU, 6 mp3 renders of 60 s: ${sp('cpu', 'missCpu', 2, 100, ' %')}; ${n(num('cpu', 'missProxyMsPerRender'))} vs ${n(num('cpu', 'missFfmpegMsPerRender'))} ms per render`,
+    '≤ 3 %',
+    load('cpu'),
   ],
   [
     'P2 coalescing: 64 identical requests',
@@ -80,6 +104,9 @@ const rows: string[][] = [
     `one request: ${ms(num('render', 'p2OneMs'))}`,
     x(num('render', 'p2'), 3),
     '≤ 1.05×',
+    `proxy's extra CPU for 63 more ÷ ffmpeg CPU: ${sp('cpu', 'coalCpu', 2, 100, ' %')}; +${n(num('cpu', 'coalExtraMs'))} ms vs ${n(num('cpu', 'coalFfmpegMs'))} ms`,
+    '≤ 10 %',
+    load('cpu'),
   ],
   [
     "P2' the same, ffmpeg pinned to its own core (taskset)",
@@ -87,6 +114,9 @@ const rows: string[][] = [
     `one request: ${ms(num('render', 'p2PinnedOneMs'))}`,
     x(num('render', 'p2Pinned'), 3),
     '≤ 1.05×',
+    '(as P2)',
+    '',
+    '',
   ],
   [
     'P3 semaphore cycles per CPU s',
@@ -94,6 +124,9 @@ const rows: string[][] = [
     `p-limit ${n(num('semaphore', 'cpu:p-limit'))}; naive XState ${n(num('semaphore', 'cpu:naive XState'))}; XState floor ${n(num('semaphore', 'cpu:XState floor'))}`,
     `${x(ratio(num('semaphore', 'cpu:audio-proxy'), num('semaphore', 'cpu:naive XState')))} naive, ${x(ratio(num('semaphore', 'cpu:audio-proxy'), num('semaphore', 'cpu:p-limit')), 3)} p-limit`,
     '≥ 150,000 and ≥ 1.6× naive',
+    `cycles per CPU s ÷ the empty-chart floor, same round: ${sp('semaphore', 'cpuVsFloor')}`,
+    '≥ 0.8×',
+    load('semaphore'),
   ],
   [
     'P4 HIT, 1 MiB, 64 connections: whole proxy, hot variant',
@@ -101,6 +134,9 @@ const rows: string[][] = [
     `nginx sendfile: ${n(num('hit', 'nginxRps'))} req/s; Node floor (res.end of a Buffer): ${n(num('hit', 'rps:node memory'))}`,
     `${x(num('hit', 'sameRound:proxy (full)'))} (alone ${x(num('hit', 'sameRound:node hot'))}, floor ${x(num('hit', 'sameRound:node memory'))})`,
     '≥ 0.8×',
+    `CPU s per GiB ÷ nginx's: hot ${sp('hit', 'cpuPerGiBVsNginx:proxy (full)')}, disk ${sp('hit', 'cpuPerGiBVsNginx:proxy (disk)')}; nginx ${num('hit', 'cpuSPerGiB:nginx')?.toFixed(2) ?? '–'} CPU s/GiB`,
+    '≤ 1.5× (hot)',
+    load('hit'),
   ],
   [
     'P5 memory per queued waiter',
@@ -113,6 +149,9 @@ const rows: string[][] = [
       ),
     ),
     '≤ 1 KiB',
+    '(memory)',
+    '',
+    load('semaphore'),
   ],
   [
     'P6 event-loop lag p99, 4 encodes',
@@ -120,6 +159,9 @@ const rows: string[][] = [
     `ffmpeg spawned on the main thread: ${ms(num('workers', 'lagP99Ms:main'))}; wall ${x(num('workers', 'paired:worker (64K/50ms)'), 3)} of it`,
     x(ratio(num('workers', 'lagP99Ms:worker (64K/50ms)'), num('workers', 'lagP99Ms:main'))),
     'wall ≤ 1.02× main',
+    `node CPU per render ÷ ffmpeg's: workers ${sp('workers', `nodeVsFfmpeg:${W}`, 1, 100, ' %')}, main ${sp('workers', 'nodeVsFfmpeg:main', 1, 100, ' %')}; workers × main ${sp('workers', `nodeVsMain:${W}`)}; lag max ${sp('workers', `lagMaxMs:${W}`, 1, 1, ' ms')} vs ${sp('workers', 'lagMaxMs:main', 1, 1, ' ms')}`,
+    '(measured)',
+    load('workers'),
   ],
   [
     'P7 time to first byte',
@@ -133,10 +175,44 @@ const rows: string[][] = [
       return `${d >= 0 ? '+' : '−'}${Math.abs(d)} ms`;
     })(),
     '(measured)',
+    `ffmpeg's own process start (anullsrc, -t 0): ${ms(num('cpu', 'ffmpegStartWallMs'))} wall, ${ms(num('cpu', 'ffmpegStartCpuMs'))} CPU; proxy first byte ${ms(num('cpu', 'ttfbMs'))} = ${x(ratio(num('cpu', 'ttfbMs'), num('cpu', 'ffmpegStartWallMs')))} of it`,
+    '(floor)',
+    load('cpu'),
+  ],
+  [
+    'P8 burst: 5,000 requests, event loop',
+    `/health max ${ms(num('burst', 'healthMaxMs'))} (p99 ${ms(num('burst', 'healthP99Ms'))}), separate prober`,
+    '(idle /health in the same run: see the burst section)',
+    '',
+    '/health ≤ 50 ms',
+    `event-loop utilisation ${((num('burst', 'elu') ?? Number.NaN) * 100).toFixed(0)} %; longest task ≤ ${num('burst', 'longestTaskMs')?.toFixed(1) ?? '–'} ms (delay max)`,
+    '≤ 10 ms',
+    load('burst'),
+  ],
+  [
+    'P9 HIT ceiling: loopback copy',
+    `proxy (hot) ${n(num('hit', 'mibPerS:proxy (full)'))} MiB/s at ${num('hit', 'cpuSPerGiB:proxy (full)')?.toFixed(2) ?? '–'} CPU s/GiB`,
+    `one Node writer of 1 MiB Buffers: ${n((num('cpu', 'loopbackGiBps') ?? Number.NaN) * 1024)} MiB/s at ${num('cpu', 'loopbackWriterCpuSPerGiB')?.toFixed(2) ?? '–'} CPU s/GiB`,
+    x(
+      ratio(num('hit', 'mibPerS:proxy (full)'), (num('cpu', 'loopbackGiBps') ?? Number.NaN) * 1024),
+    ),
+    '(ceiling)',
+    x(ratio(num('hit', 'cpuSPerGiB:proxy (full)'), num('cpu', 'loopbackWriterCpuSPerGiB'))),
+    '(ceiling)',
+    load('cpu'),
   ],
 ];
 
-const header = ['metric', 'result', 'baseline (same run)', 'ratio', 'target'];
+const header = [
+  'metric',
+  'result',
+  'baseline (same run)',
+  'wall ratio',
+  'wall target',
+  'CPU ratio: median (min–max over rounds)',
+  'CPU target',
+  'load 1 min (start→end)',
+];
 const table = [
   `| ${header.join(' | ')} |`,
   `|${header.map(() => '---').join('|')}|`,
@@ -147,7 +223,7 @@ const machine = `${cpu.length} × ${cpu[0]?.model.trim() ?? 'unknown CPU'}, ${(t
 const stamp = new Date().toISOString().slice(0, 16).replace('T', ' ');
 const section = [
   '<!-- bench:all:begin (written by `npm run bench -- all`; edits here are overwritten) -->',
-  `Last run: ${stamp} UTC on ${machine}; settings ${quick ? '`--quick`' : 'default'}; load average (1 min) after each benchmark: ${loads.map((l) => l.toFixed(1)).join(', ')}.`,
+  `Last run: ${stamp} UTC on ${machine}; settings ${quick ? '`--quick`' : 'default'}; load average (1 min) at the start ${loadAtStart.toFixed(1)}, after each benchmark: ${loads.map((l) => l.toFixed(1)).join(', ')}.`,
   '',
   table,
   '<!-- bench:all:end -->',

@@ -31,6 +31,7 @@ import { lookupVariant, serveHit } from '../src/http/hit.js';
 import { FileVariantStore } from '../src/store/file.js';
 import { DEFAULT_HIT_CACHE_BYTES, HotVariantCache } from '../src/store/hotCache.js';
 import type { VariantStore } from '../src/store/types.js';
+import { fmtSpread, spread, spreadFigures } from './cpuclock.js';
 import { report } from './report.js';
 
 const VARIANT_BYTES = 1024 * 1024; // the issue's figure: a 1 MiB variant
@@ -54,10 +55,10 @@ const CACHE_BYTES = flag('cache-bytes', DEFAULT_HIT_CACHE_BYTES);
 // ---------------------------------------------------------------------------------------------
 // Child mode: one Node server, `--serve <mode> <root> [cacheBytes]`.
 
-type Mode = 'memory' | 'hot' | 'stream' | 'proxy';
+type Mode = 'memory' | 'hot' | 'stream' | 'proxy' | 'proxy-disk';
 
 async function serve(mode: Mode, root: string, cacheBytes: number) {
-  if (mode === 'proxy') return serveProxy(root);
+  if (mode === 'proxy' || mode === 'proxy-disk') return serveProxy(root, mode === 'proxy-disk');
   if (mode === 'memory') return serveMemory(root);
   const disk = new FileVariantStore({ root });
   const store: VariantStore =
@@ -108,8 +109,11 @@ async function serveMemory(root: string) {
   });
 }
 
-/** The whole proxy; prints SKIP when it does not expose a store yet. */
-async function serveProxy(root: string) {
+/**
+ * The whole proxy; prints SKIP when it does not expose a store yet. `disk`: the hot-variant cache
+ * off (`AP_HIT_CACHE_BYTES=0`), so every HIT reads the file store (the disk path, issue #17).
+ */
+async function serveProxy(root: string, disk = false) {
   const { loadConfig } = await import('../src/config.js');
   const { createAudioProxy } = await import('../src/proxy.js');
   const { pino } = await import('pino');
@@ -121,6 +125,7 @@ async function serveProxy(root: string) {
     AP_VARIANT_STORE: `file://${root}`,
     AP_SERVE_MODE: 'proxy',
     AP_LOG_LEVEL: 'error',
+    ...(disk ? { AP_HIT_CACHE_BYTES: '0' } : {}),
   });
   const proxy = await createAudioProxy({ config, logger: pino({ level: 'silent' }) });
   const store = (proxy as unknown as { store?: VariantStore }).store;
@@ -226,7 +231,12 @@ function startNode(mode: Mode, root: string): Promise<Target | null> {
       const m = /LISTENING (\d+) (\S+)/.exec(out);
       if (m) {
         resolve({
-          name: mode === 'proxy' ? 'proxy (full)' : `node ${mode}`,
+          name:
+            mode === 'proxy'
+              ? 'proxy (full)'
+              : mode === 'proxy-disk'
+                ? 'proxy (disk)'
+                : `node ${mode}`,
           port: Number(m[1]),
           path: m[2]!,
           pid: child.pid!,
@@ -355,8 +365,13 @@ async function main() {
   }
   const proxy = await startNode('proxy', proxyRoot);
   if (proxy) targets.push(proxy);
+  const proxyDiskRoot = join(dir, 'proxy-disk-store');
+  mkdirSync(proxyDiskRoot);
+  const proxyDisk = proxy ? await startNode('proxy-disk', proxyDiskRoot) : null;
+  if (proxyDisk) targets.push(proxyDisk);
+  const loadStart = loadavg()[0]!;
   try {
-    for (const t of targets) await waitReady(t, t.name === 'proxy (full)' ? undefined : data);
+    for (const t of targets) await waitReady(t, t.name.startsWith('proxy') ? undefined : data);
     const runs = new Map<string, Run[]>(targets.map((t) => [t.name, []]));
     const tool = hasWrk() ? `wrk -t1 -c${CONNECTIONS} -d${SECONDS}s` : 'autocannon';
     process.stderr.write(`load: ${tool}; ${ROUNDS} rounds; cache ${CACHE_BYTES} B\n`);
@@ -387,7 +402,23 @@ async function main() {
         `| ${t.name} | ${rps.toFixed(0)} | ${(rps / nginx).toFixed(2)} | ${paired.toFixed(2)} | ${median(rs.map((r) => r.p50ms)).toFixed(1)} | ${median(rs.map((r) => r.p99ms)).toFixed(1)} | ${cpu.toFixed(3)} | ${(nginxCpu / cpu).toFixed(2)} | ${rss.length ? Math.max(...rss).toFixed(0) : '-'} |`,
       );
     }
-    const figures: Record<string, number> = { nginxRps: nginx };
+    // Issue #17: CPU seconds per GiB served ÷ nginx's (sendfile), paired per round. Every server
+    // sends the same 1 MiB body, so the ratio of CPU per request is the ratio per GiB.
+    console.log(
+      '\nCPU s per GiB served, and ÷ nginx in the same round: median (min–max) over rounds',
+    );
+    const figures: Record<string, number> = { nginxRps: nginx, loadStart, loadEnd: loadavg()[0]! };
+    for (const t of targets) {
+      const rs = runs.get(t.name)!;
+      const perGiB = spread(rs.map((r) => (r.cpuMsPerReq / 1000) * (2 ** 30 / VARIANT_BYTES)));
+      const ratio = spread(rs.map((r, i) => r.cpuMsPerReq / nginxRuns[i]!.cpuMsPerReq));
+      Object.assign(figures, spreadFigures(`cpuPerGiBVsNginx:${t.name}`, ratio));
+      figures[`cpuSPerGiB:${t.name}`] = perGiB.median;
+      figures[`mibPerS:${t.name}`] = median(rs.map((r) => (r.rps * VARIANT_BYTES) / 2 ** 20));
+      console.log(
+        `  ${t.name.padEnd(13)} ${fmtSpread(perGiB, 3)} CPU s/GiB   ${fmtSpread(ratio)}× nginx${t.name === 'nginx' ? '' : ' (target ≤ 1.5× for the proxy)'}`,
+      );
+    }
     for (const t of targets) {
       const rs = runs.get(t.name)!;
       figures[`rps:${t.name}`] = median(rs.map((r) => r.rps));
@@ -397,7 +428,7 @@ async function main() {
     report('hit', figures);
     const [l1, l5] = loadavg();
     console.log(
-      `\nload average during the run: ${l1!.toFixed(1)} (1 min), ${l5!.toFixed(1)} (5 min)`,
+      `\nload average: ${loadStart.toFixed(1)} at the start, ${l1!.toFixed(1)} (1 min) and ${l5!.toFixed(1)} (5 min) at the end`,
     );
     if (!proxy) console.log('\n(proxy (full) skipped: the proxy does not expose a store yet)');
   } finally {

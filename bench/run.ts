@@ -25,6 +25,10 @@ const BENCHES: Record<string, { file: string; flags?: string[]; about: string }>
     file: 'hit.ts',
     about: 'HIT throughput vs nginx serving the same file (needs nginx and wrk)',
   },
+  cpu: {
+    file: 'cpu.ts',
+    about: 'proxy CPU ÷ ffmpeg CPU per MISS and per coalesced crowd; ffmpeg start, loopback',
+  },
   all: {
     file: 'all.ts',
     about: 'every benchmark in turn; one P1-P7 table, written into docs/performance.md',

@@ -26,6 +26,7 @@ import { type CallEnvelope, call, reply } from '../src/actors/call.js';
 import { acquire, release } from '../src/actors/semaphoreClient.js';
 import { semaphoreMachine } from '../src/machines/semaphore.js';
 import { publishTelemetry, SEMAPHORE_PREFIX, wantedOn } from '../src/telemetry/channels.js';
+import { fmtSpread, loadAvg, spread, spreadFigures } from './cpuclock.js';
 import { report } from './report.js';
 
 /** The contention shape the target is stated for. */
@@ -311,6 +312,14 @@ function throughput(): void {
     );
     console.log(`  audio-proxy / p-limit:      ${(ap / medians['p-limit']).toFixed(3)}x`);
   }
+  // Issue #17: cycles per CPU s through call() ÷ the empty-chart floor, paired per round (each
+  // round runs every implementation back to back, so a load change hits both sides).
+  const vsFloor = results['audio-proxy'].map((r, i) => r.cpu / results['XState floor'][i]!.cpu);
+  const s = spread(vsFloor);
+  Object.assign(figures, spreadFigures('cpuVsFloor', s));
+  console.log(
+    `  audio-proxy / XState floor per CPU s, same round: ${fmtSpread(s)}x (target >= 0.8x)`,
+  );
 }
 
 function depth(): void {
@@ -369,8 +378,10 @@ if (depthAt !== -1) {
       .map((l) => l.toFixed(1))
       .join(' ')}`,
   );
+  figures.loadStart = loadAvg();
   throughput();
   depth();
   memory();
+  figures.loadEnd = loadAvg();
   report('semaphore', figures);
 }

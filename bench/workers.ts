@@ -25,6 +25,7 @@ import { promisify } from 'node:util';
 import { createWorkerPool, type WorkerPool } from '../src/workers/pool.js';
 import { type RenderSpec, runRender } from '../src/workers/renderClient.js';
 import { BATCH_BYTES, FLUSH_MS } from '../src/workers/renderTask.js';
+import { fmtSpread, loadAvg, spread, spreadFigures } from './cpuclock.js';
 import { report } from './report.js';
 
 const ENCODES = 4; // the issue's scenario: four concurrent encodes on a 2-core box
@@ -85,6 +86,8 @@ interface Sample {
   /** The node process's share of `cpuMs`. */
   readonly nodeCpuMs: number;
   readonly lagP99Ms: number;
+  /** The longest event-loop delay seen (monitorEventLoopDelay's max): the longest blocked turn. */
+  readonly lagMaxMs: number;
   readonly chunks: number;
   readonly bytes: number;
 }
@@ -131,6 +134,7 @@ async function measure(run: () => Promise<{ chunks: number; bytes: number }>): P
     cpuMs: nodeCpuMs + cpu1.children - cpu0.children,
     nodeCpuMs,
     lagP99Ms: lag.percentile(99) / 1e6,
+    lagMaxMs: lag.max / 1e6,
     chunks: results.reduce((n, r) => n + r.chunks, 0) / ENCODES,
     bytes: results[0]!.bytes,
   };
@@ -154,6 +158,7 @@ function median(values: number[]): number {
 }
 
 async function main(): Promise<void> {
+  const loadStart = loadAvg();
   const input = await fixture();
   const argv = encodeArgv(input);
   const pool = createWorkerPool({ name: 'bench', size: ENCODES });
@@ -235,6 +240,35 @@ async function main(): Promise<void> {
     figures[`cpuMs:${name}`] = median(list.map((s) => s.cpuMs));
     figures[`lagP99Ms:${name}`] = median(list.map((s) => s.lagP99Ms));
   }
+  // Issue #17: CPU per render, node (this process: every thread) ÷ ffmpeg (reaped children),
+  // and the worker variant's node CPU ÷ the main-thread spawn's, paired per round.
+  console.log(
+    '\nCPU per render, median (min–max) over rounds; load',
+    loadStart.toFixed(1),
+    '→',
+    loadAvg().toFixed(1),
+  );
+  const mainList = samples.get('main')!;
+  for (const [name, list] of samples) {
+    const nodePer = spread(list.map((s) => s.nodeCpuMs / ENCODES));
+    const ffPer = spread(list.map((s) => (s.cpuMs - s.nodeCpuMs) / ENCODES));
+    const vsFfmpeg = spread(list.map((s) => s.nodeCpuMs / (s.cpuMs - s.nodeCpuMs)));
+    const vsMain = spread(list.map((s, i) => s.nodeCpuMs / mainList[i]!.nodeCpuMs));
+    const lagMax = spread(list.map((s) => s.lagMaxMs));
+    console.log(
+      `  ${name.padEnd(20)} node ${fmtSpread(nodePer, 0)} ms, ffmpeg ${fmtSpread(ffPer, 0)} ms, node ÷ ffmpeg ${fmtSpread(vsFfmpeg, 1, 100, ' %')}, node × main ${fmtSpread(vsMain)}, lag max ${fmtSpread(lagMax, 1)} ms`,
+    );
+    Object.assign(
+      figures,
+      spreadFigures(`nodeVsFfmpeg:${name}`, vsFfmpeg),
+      spreadFigures(`nodeVsMain:${name}`, vsMain),
+      spreadFigures(`lagMaxMs:${name}`, lagMax),
+    );
+    figures[`nodeCpuMsPerRender:${name}`] = nodePer.median;
+    figures[`ffmpegCpuMsPerRender:${name}`] = ffPer.median;
+  }
+  figures.loadStart = loadStart;
+  figures.loadEnd = loadAvg();
   report('workers', figures);
 }
 

@@ -1,0 +1,497 @@
+/**
+ * `npm run bench -- cpu [--rounds 5] [--profile]`: what the proxy costs in CPU time, beside the
+ * CPU of the ffmpeg it runs and beside the machine's limits (issue #17). The proxy runs in a
+ * process of its own (AP_MAX_CONCURRENCY=2, a file variant store, proxy serve mode); this
+ * process is only the load generator, so `/proc/<proxy>/stat` counts the proxy alone: main
+ * thread, worker threads, libuv's pool and V8's helpers. ffmpeg's CPU is the proxy's
+ * cutime + cstime, the exact CPU of every child it has reaped; each round is read only once the
+ * proxy has no live child left (`quiesce`).
+ *
+ *  MISS   6 distinct mp3 128k renders of a 60 s stereo WAV per round, 2 at a time:
+ *         proxy CPU ÷ ffmpeg CPU.                                                target ≤ 3 %
+ *  COAL   one opus 96k render alone, then 64 identical requests for a fresh key (one ffmpeg):
+ *         (proxy CPU with 64 − proxy CPU with 1) ÷ ffmpeg CPU of the 64 round.  target ≤ 10 %
+ *  LIMITS ffmpeg's own process start (`-f lavfi -i anullsrc -t 0 -f null -`: wall and CPU),
+ *         the floor of a MISS's first byte, beside the proxy's median first byte; and loopback
+ *         copy bandwidth (a Node process writing a 1 MiB Buffer to a socket as fast as it can,
+ *         this process reading), the ceiling of a HIT, with the writer's CPU per GiB.
+ *  IDLE   the proxy's CPU while idle, per second, so a reader can see what is background.
+ *
+ * `--profile` then runs the two largest proxy costs again in a fresh proxy process each, after
+ * the same warm-up, with V8's sampling profiler on the main thread (the inspector's `Profiler`,
+ * what `--cpu-prof` uses, started by a signal so start-up stays out): MISS, 6 mp3 renders; HIT,
+ * 3 s of 16 keep-alive connections fetching one cached variant. It prints the top self-time
+ * functions.
+ */
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { Agent, request } from 'node:http';
+import { connect, createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import {
+  childrenCpuMs,
+  fmtSpread,
+  loadAvg,
+  processCpuMs,
+  quiesce,
+  type Spread,
+  spread,
+  spreadFigures,
+} from './cpuclock.js';
+import { report } from './report.js';
+
+const args = process.argv.slice(2);
+function flag(name: string, fallback: number): number {
+  const at = args.indexOf(`--${name}`);
+  return at === -1 ? fallback : Number(args[at + 1]);
+}
+const ROUNDS = flag('rounds', 5);
+/** Distinct mp3 renders per MISS round: enough ffmpeg CPU (~4 s) that a 10 ms tick is noise. */
+const MISS_RENDERS = 6;
+/** The issue's coalescing crowd. */
+const LISTENERS = 64;
+/** The variant P2 coalesces (`bench/render.ts`). */
+const COAL_VARIANT = '/insecure/f:opus/br:96';
+const MISS_VARIANT = '/insecure/f:mp3/br:128';
+/** Bytes the loopback probe pushes per round. */
+const LOOPBACK_BYTES = 1024 * 1024 * 1024;
+/** Process starts timed for ffmpeg's floor. */
+const FFMPEG_STARTS = 10;
+/** The idle window, in ms. */
+const IDLE_MS = 3_000;
+/**
+ * Quiet time after the warm-up, in ms: V8's helper threads keep compiling and collecting for
+ * several seconds after the first requests (measured: ~100 ms CPU/s for the first 3 s, ~3 ms/s
+ * after 10 s).
+ */
+const SETTLE_MS = 5_000;
+/** HIT profiling load: connections and seconds. */
+const HIT_CONNECTIONS = 16;
+const HIT_SECONDS = 3;
+
+// ---------------------------------------------------------------------------------------------
+// Child modes
+
+async function serveProxy(root: string, storeRoot: string, profileTo?: string): Promise<void> {
+  const { loadConfig } = await import('../src/config.js');
+  const { createAudioProxy } = await import('../src/proxy.js');
+  const { pino } = await import('pino');
+  const config = loadConfig({
+    AP_LOCAL_ROOT: root,
+    AP_ALLOW_INSECURE: '1',
+    AP_MAX_CONCURRENCY: '2',
+    AP_QUEUE_SIZE: '64',
+    AP_VARIANT_STORE: `file://${storeRoot}`,
+    AP_SERVE_MODE: 'proxy',
+    AP_LOG_LEVEL: 'error',
+    ...(process.env.AP_FFMPEG_NICE ? { AP_FFMPEG_NICE: process.env.AP_FFMPEG_NICE } : {}),
+  });
+  const proxy = await createAudioProxy({ config, logger: pino({ level: 'silent' }) });
+  const { url } = await proxy.listen({ host: '127.0.0.1', port: 0, metricsPort: 0 });
+  // Profiling (main thread) starts on SIGUSR2, after the driver's warm-up, so start-up and
+  // tsx's module loading stay out of it; SIGTERM writes it to `profileTo` and exits.
+  const { Session } = await import('node:inspector/promises');
+  const session = profileTo ? new Session() : undefined;
+  session?.connect();
+  process.on('SIGUSR2', () => {
+    void (async () => {
+      await session!.post('Profiler.setSamplingInterval', { interval: 200 });
+      await session!.post('Profiler.enable');
+      await session!.post('Profiler.start');
+      process.stdout.write('PROFILING\n');
+    })();
+  });
+  process.stdout.write(`LISTENING ${url}\n`);
+  process.once('SIGTERM', () => {
+    void (async () => {
+      if (session && profileTo) {
+        const { profile } = await session.post('Profiler.stop');
+        writeFileSync(profileTo, JSON.stringify(profile));
+      }
+      await proxy.close();
+      process.exit(0);
+    })();
+  });
+}
+
+/** Writes a 1 MiB Buffer to whoever connects until `bytes` are sent. */
+function serveBlast(bytes: number): void {
+  const chunk = Buffer.alloc(1024 * 1024, 7);
+  const server = createServer((socket) => {
+    let sent = 0;
+    const pump = () => {
+      while (sent < bytes) {
+        sent += chunk.length;
+        if (!socket.write(chunk)) return void socket.once('drain', pump);
+      }
+      socket.end();
+    };
+    pump();
+  });
+  server.listen(0, '127.0.0.1', () => {
+    const { port } = server.address() as { port: number };
+    process.stdout.write(`LISTENING ${port}\n`);
+  });
+  process.once('SIGTERM', () => process.exit(0));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Driver
+
+interface Child {
+  readonly pid: number;
+  readonly line: string;
+  /** Resolves once the child printed `marker` after `signal`. */
+  signal(signal: NodeJS.Signals, marker: string): Promise<void>;
+  stop(): Promise<void>;
+}
+
+function startChild(mode: string[]): Promise<Child> {
+  const self = fileURLToPath(import.meta.url);
+  const child = spawn(process.execPath, ['--import', 'tsx', self, ...mode], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  // A crash of this process must not orphan the proxy (it would keep its port and its CPU).
+  process.once('exit', () => child.kill('SIGKILL'));
+  return new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+    });
+    child.stdout!.on('data', () => {
+      const m = /LISTENING (\S+)/.exec(out);
+      if (m)
+        resolve({
+          pid: child.pid!,
+          line: m[1]!,
+          signal: async (signal, marker) => {
+            child.kill(signal);
+            while (!out.includes(marker)) await new Promise((r) => setTimeout(r, 20));
+          },
+          stop: async () => {
+            child.kill('SIGTERM');
+            await exited;
+          },
+        });
+    });
+    child.once('exit', (code) => reject(new Error(`${mode[0]} child exited (${code})`)));
+  });
+}
+
+function fetchTimed(
+  base: string,
+  path: string,
+  agent?: Agent,
+): Promise<{ ttfbMs: number; bytes: number }> {
+  const url = new URL(base);
+  const t0 = performance.now();
+  return new Promise((resolve, reject) => {
+    const req = request(
+      { host: url.hostname, port: url.port, path, agent: agent ?? false },
+      (res) => {
+        let ttfb = -1;
+        let bytes = 0;
+        res.on('data', (c: Buffer) => {
+          if (ttfb < 0) ttfb = performance.now() - t0;
+          bytes += c.length;
+        });
+        res.on('end', () =>
+          res.statusCode === 200
+            ? resolve({ ttfbMs: ttfb, bytes })
+            : reject(new Error(`status ${res.statusCode} for ${path}`)),
+        );
+      },
+    );
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+async function twoAtATime<T>(jobs: Array<() => Promise<T>>): Promise<T[]> {
+  const out: T[] = [];
+  let next = 0;
+  const lane = async () => {
+    while (next < jobs.length) {
+      const i = next++;
+      out[i] = await jobs[i]!();
+    }
+  };
+  await Promise.all([lane(), lane()]);
+  return out;
+}
+
+/** Proxy CPU and its reaped children's CPU over `work`, read after every child is reaped. */
+async function measure<T>(
+  pid: number,
+  work: () => Promise<T>,
+): Promise<{ proxyMs: number; ffmpegMs: number; result: T }> {
+  await quiesce(pid);
+  const p0 = processCpuMs(pid);
+  const c0 = childrenCpuMs(pid);
+  const result = await work();
+  await quiesce(pid);
+  return { proxyMs: processCpuMs(pid) - p0, ffmpegMs: childrenCpuMs(pid) - c0, result };
+}
+
+function makeSource(root: string): void {
+  execFileSync('ffmpeg', [
+    ...['-nostdin', '-loglevel', 'error', '-y'],
+    ...['-f', 'lavfi', '-i', 'sine=frequency=440:sample_rate=44100:duration=60'],
+    ...['-f', 'lavfi', '-i', 'sine=frequency=660:sample_rate=44100:duration=60'],
+    ...['-filter_complex', 'amerge=inputs=2', '-c:a', 'pcm_s16le', join(root, 'in.wav')],
+  ]);
+}
+
+const missRound = (url: string, tag: string) =>
+  twoAtATime(
+    Array.from(
+      { length: MISS_RENDERS },
+      (_, i) => () => fetchTimed(url, `${MISS_VARIANT}/cb:${tag}-${i}/plain/local://in.wav`),
+    ),
+  );
+
+/** ffmpeg's floor: a process that starts, opens a null input and exits. */
+function ffmpegStart(): { wallMs: Spread; cpuMs: Spread } {
+  const walls: number[] = [];
+  const c0 = childrenCpuMs('self');
+  for (let i = 0; i < FFMPEG_STARTS; i++) {
+    const t0 = performance.now();
+    spawnSync('ffmpeg', [
+      ...['-nostdin', '-loglevel', 'error', '-f', 'lavfi', '-i', 'anullsrc'],
+      ...['-t', '0', '-f', 'null', '-'],
+    ]);
+    walls.push(performance.now() - t0);
+  }
+  const cpu = (childrenCpuMs('self') - c0) / FFMPEG_STARTS;
+  return { wallMs: spread(walls), cpuMs: spread([cpu]) };
+}
+
+/** Loopback ceiling: GiB/s from a Node writer to this process, and the writer's CPU per GiB. */
+async function loopback(): Promise<{ gibPerS: number; writerCpuSPerGiB: number }> {
+  const blast = await startChild(['--blast', String(LOOPBACK_BYTES)]);
+  try {
+    const cpu0 = processCpuMs(blast.pid);
+    const t0 = performance.now();
+    let got = 0;
+    await new Promise<void>((resolve, reject) => {
+      const s = connect(Number(blast.line), '127.0.0.1');
+      s.on('data', (c: Buffer) => {
+        got += c.length;
+      });
+      s.on('end', resolve);
+      s.on('error', reject);
+    });
+    const seconds = (performance.now() - t0) / 1000;
+    const gib = got / 2 ** 30;
+    return {
+      gibPerS: gib / seconds,
+      writerCpuSPerGiB: (processCpuMs(blast.pid) - cpu0) / 1000 / gib,
+    };
+  } finally {
+    await blast.stop();
+  }
+}
+
+interface ProfileLine {
+  readonly selfMs: number;
+  readonly share: number;
+  readonly fn: string;
+}
+
+/** Top self-time functions of a `.cpuprofile` (V8's format: nodes, samples, timeDeltas). */
+function topOfProfile(file: string, n = 12): { totalMs: number; lines: ProfileLine[] } {
+  const p = JSON.parse(readFileSync(file, 'utf8')) as {
+    nodes: Array<{
+      id: number;
+      callFrame: { functionName: string; url: string; lineNumber: number };
+    }>;
+    samples: number[];
+    timeDeltas: number[];
+  };
+  const byId = new Map(p.nodes.map((node) => [node.id, node]));
+  const self = new Map<string, number>();
+  let total = 0;
+  for (let i = 0; i < p.samples.length; i++) {
+    const node = byId.get(p.samples[i]!)!;
+    const dt = (p.timeDeltas[i] ?? 0) / 1000;
+    const { functionName, url, lineNumber } = node.callFrame;
+    if (functionName === '(idle)') continue;
+    const where = url
+      ? ` ${url.replace(/^.*\/(src|node_modules)\//, '$1/')}:${lineNumber + 1}`
+      : '';
+    const key = `${functionName || '(anonymous)'}${where}`;
+    self.set(key, (self.get(key) ?? 0) + dt);
+    total += dt;
+  }
+  const lines = [...self.entries()]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, n)
+    .map(([fn, ms]) => ({ fn, selfMs: ms, share: ms / total }));
+  return { totalMs: total, lines };
+}
+
+async function profile(root: string): Promise<void> {
+  for (const phase of ['MISS', 'HIT'] as const) {
+    const dir = mkdtempSync(join(tmpdir(), `ap-prof-${phase}-`));
+    const store = join(dir, 'store');
+    mkdirSync(store);
+    const file = join(dir, 'main.cpuprofile');
+    const proxy = await startChild(['--serve', root, store, file]);
+    const url = proxy.line;
+    await warmUp(url, proxy.pid);
+    const path = `${MISS_VARIANT}/cb:phit/plain/local://in.wav`;
+    if (phase === 'HIT') {
+      await fetchTimed(url, path);
+      await quiesce(proxy.pid);
+      await new Promise((r) => setTimeout(r, 500)); // the store's write settles
+    }
+    await proxy.signal('SIGUSR2', 'PROFILING');
+    const p0 = processCpuMs(proxy.pid);
+    if (phase === 'MISS') {
+      await missRound(url, `prof-${Date.now()}`);
+      await quiesce(proxy.pid);
+    } else {
+      const agent = new Agent({ keepAlive: true, maxSockets: HIT_CONNECTIONS });
+      const end = performance.now() + HIT_SECONDS * 1000;
+      let n = 0;
+      let bytes = 0;
+      await Promise.all(
+        Array.from({ length: HIT_CONNECTIONS }, async () => {
+          while (performance.now() < end) {
+            bytes += (await fetchTimed(url, path, agent)).bytes;
+            n++;
+          }
+        }),
+      );
+      agent.destroy();
+      console.log(
+        `\nHIT profile load: ${n} requests of one cached mp3 (${(bytes / n / 1024).toFixed(0)} KiB) in ${HIT_SECONDS} s`,
+      );
+    }
+    const processMs = processCpuMs(proxy.pid) - p0;
+    await proxy.stop();
+    const top = topOfProfile(file);
+    console.log(
+      `\n${phase} profile, main thread: ${top.totalMs.toFixed(0)} ms of samples (not idle) of ${processMs} ms CPU in the whole proxy process; top self time:`,
+    );
+    for (const l of top.lines)
+      console.log(
+        `  ${l.selfMs.toFixed(1).padStart(8)} ms ${(l.share * 100).toFixed(1).padStart(5)} %  ${l.fn}`,
+      );
+  }
+}
+
+/** JIT, lazy module loads (tsx), the workers' first tasks and the probe cache, then a settle. */
+async function warmUp(url: string, pid: number): Promise<void> {
+  await fetchTimed(url, `${MISS_VARIANT}/cb:warm/plain/local://in.wav`);
+  await missRound(url, `warm-${Date.now()}`);
+  await Promise.all(
+    Array.from({ length: LISTENERS }, () =>
+      fetchTimed(url, `${COAL_VARIANT}/cb:warm-${Date.now()}/plain/local://in.wav`),
+    ),
+  );
+  await quiesce(pid);
+  await new Promise((r) => setTimeout(r, SETTLE_MS));
+}
+
+async function main(): Promise<void> {
+  const loadStart = loadAvg();
+  const root = mkdtempSync(join(tmpdir(), 'ap-bench-cpu-'));
+  const store = join(root, 'store');
+  mkdirSync(store);
+  makeSource(root);
+  const proxy = await startChild(['--serve', root, store]);
+  const url = proxy.line;
+  const pid = proxy.pid;
+
+  await warmUp(url, pid);
+
+  const idle0 = processCpuMs(pid);
+  await new Promise((r) => setTimeout(r, IDLE_MS));
+  const idleMsPerS = (processCpuMs(pid) - idle0) / (IDLE_MS / 1000);
+
+  const miss: number[] = [];
+  const missProxyMs: number[] = [];
+  const missFfmpegMs: number[] = [];
+  const ttfb: number[] = [];
+  const coal: number[] = [];
+  const coalExtraMs: number[] = [];
+  const coalFfmpegMs: number[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    const tag = `r${round}-${Date.now()}`;
+    const m = await measure(pid, () => missRound(url, tag));
+    miss.push(m.proxyMs / m.ffmpegMs);
+    missProxyMs.push(m.proxyMs / MISS_RENDERS);
+    missFfmpegMs.push(m.ffmpegMs / MISS_RENDERS);
+    ttfb.push(...m.result.map((r) => r.ttfbMs));
+
+    const one = await measure(pid, () =>
+      fetchTimed(url, `${COAL_VARIANT}/cb:one-${tag}/plain/local://in.wav`),
+    );
+    const all = await measure(pid, () =>
+      Promise.all(
+        Array.from({ length: LISTENERS }, () =>
+          fetchTimed(url, `${COAL_VARIANT}/cb:all-${tag}/plain/local://in.wav`),
+        ),
+      ),
+    );
+    const extra = all.proxyMs - one.proxyMs;
+    coal.push(extra / all.ffmpegMs);
+    coalExtraMs.push(extra);
+    coalFfmpegMs.push(all.ffmpegMs);
+    process.stderr.write(
+      `round ${round + 1}/${ROUNDS}: MISS proxy ${m.proxyMs} ms / ffmpeg ${m.ffmpegMs} ms = ${((100 * m.proxyMs) / m.ffmpegMs).toFixed(2)} %; ` +
+        `COAL (${all.proxyMs} − ${one.proxyMs}) / ${all.ffmpegMs} ms = ${((100 * extra) / all.ffmpegMs).toFixed(2)} %\n`,
+    );
+  }
+  await proxy.stop();
+
+  const start = ffmpegStart();
+  const lb = await loopback();
+  const loadEnd = loadAvg();
+
+  const missS = spread(miss);
+  const coalS = spread(coal);
+  const ttfbS = spread(ttfb);
+  console.log(
+    `\nproxy CPU vs ffmpeg CPU, ${ROUNDS} rounds, median (min–max); load ${loadStart.toFixed(1)} → ${loadEnd.toFixed(1)}`,
+  );
+  console.log(
+    `MISS  ${MISS_RENDERS} mp3 128k renders of 60 s per round: proxy ${fmtSpread(spread(missProxyMs), 0)} ms / render, ffmpeg ${fmtSpread(spread(missFfmpegMs), 0)} ms / render, ratio ${fmtSpread(missS, 2, 100, ' %')} (target ≤ 3 %)`,
+  );
+  console.log(
+    `COAL  63 more listeners: proxy +${fmtSpread(spread(coalExtraMs), 0)} ms over one listener, ffmpeg ${fmtSpread(spread(coalFfmpegMs), 0)} ms, ratio ${fmtSpread(coalS, 2, 100, ' %')} (target ≤ 10 %)`,
+  );
+  console.log(`IDLE  proxy ${idleMsPerS.toFixed(1)} ms CPU per s while idle`);
+  console.log(
+    `LIMIT ffmpeg process start (anullsrc, -t 0): wall ${fmtSpread(start.wallMs, 0)} ms, CPU ${start.cpuMs.median.toFixed(0)} ms; MISS first byte through the proxy ${fmtSpread(ttfbS, 0)} ms = ${(ttfbS.median / start.wallMs.median).toFixed(2)}× the start`,
+  );
+  console.log(
+    `LIMIT loopback, one Node writer of 1 MiB Buffers: ${lb.gibPerS.toFixed(2)} GiB/s, writer ${lb.writerCpuSPerGiB.toFixed(3)} CPU s / GiB`,
+  );
+  report('cpu', {
+    ...spreadFigures('missCpu', missS),
+    ...spreadFigures('coalCpu', coalS),
+    missProxyMsPerRender: spread(missProxyMs).median,
+    missFfmpegMsPerRender: spread(missFfmpegMs).median,
+    coalExtraMs: spread(coalExtraMs).median,
+    coalFfmpegMs: spread(coalFfmpegMs).median,
+    idleMsPerS,
+    ...spreadFigures('ttfbMs', ttfbS),
+    ffmpegStartWallMs: start.wallMs.median,
+    ffmpegStartCpuMs: start.cpuMs.median,
+    loopbackGiBps: lb.gibPerS,
+    loopbackWriterCpuSPerGiB: lb.writerCpuSPerGiB,
+    loadStart,
+    loadEnd,
+    rounds: ROUNDS,
+  });
+  if (args.includes('--profile')) await profile(root);
+}
+
+if (args[0] === '--serve') await serveProxy(args[1]!, args[2]!, args[3]);
+else if (args[0] === '--blast') serveBlast(Number(args[1]));
+else await main();
