@@ -81,7 +81,8 @@ async function library() {
   const script = join(root, 'ffmpeg-re.sh');
   await writeFile(
     script,
-    `#!/bin/sh\ncase "$*" in *${SLOW_SOURCE}*) exec '${ffmpeg}' -re "$@";; esac\nexec '${ffmpeg}' "$@"\n`,
+    // ffmpeg's argv names only its input descriptor (fd 3), so the file behind it decides.
+    `#!/bin/sh\ncase "$(readlink /proc/$$/fd/3)" in *${SLOW_SOURCE}) exec '${ffmpeg}' -re "$@";; esac\nexec '${ffmpeg}' "$@"\n`,
   );
   await chmod(script, 0o755);
   return { root, script };
