@@ -159,7 +159,10 @@ async function makeLibrary(): Promise<string> {
   return dir;
 }
 
-/** ffmpeg and ffprobe dispatchers: a fault chosen by the input's file name, else the real one. */
+/**
+ * ffmpeg and ffprobe dispatchers: a fault chosen by the input's file name (the file behind the
+ * inherited fd 3), else the real one.
+ */
 async function makeDispatchers(dir: string) {
   const realFfmpeg = resolveFfmpeg({ env: process.env }).path;
   const realFfprobe = resolveFfprobe({ env: process.env }).path;
@@ -168,16 +171,16 @@ async function makeDispatchers(dir: string) {
     ffmpeg,
     [
       '#!/bin/sh',
-      'for a in "$@"; do',
-      '  case "$a" in',
-      `    file:*/crash0.wav) exec ${quote(fake('crash-after.sh'))} 0 3 ;;`,
-      `    file:*/crashmid.wav) exec ${quote(fake('crash-after.sh'))} ${CRASH_MID_BYTES} 1 ;;`,
-      `    file:*/hang.wav) exec ${quote(fake('hang.sh'))} ;;`,
-      `    file:*/noterm.wav) exec ${quote(fake('ignore-term.sh'))} ;;`,
-      `    file:*/garbage.wav) exec ${quote(fake('garbage.sh'))} ;;`,
-      `    file:*/drip.wav) exec ${quote(fake('slow-drip.sh'))} ${DRIP_BYTES} ${DRIP_GAP_S} ;;`,
-      '  esac',
-      'done',
+      // The proxy hands ffmpeg its source as fd 3 (argv names only /proc/self/fd/3).
+      'src=$(readlink /proc/$$/fd/3 2>/dev/null)',
+      'case "$src" in',
+      `  */crash0.wav) exec ${quote(fake('crash-after.sh'))} 0 3 ;;`,
+      `  */crashmid.wav) exec ${quote(fake('crash-after.sh'))} ${CRASH_MID_BYTES} 1 ;;`,
+      `  */hang.wav) exec ${quote(fake('hang.sh'))} ;;`,
+      `  */noterm.wav) exec ${quote(fake('ignore-term.sh'))} ;;`,
+      `  */garbage.wav) exec ${quote(fake('garbage.sh'))} ;;`,
+      `  */drip.wav) exec ${quote(fake('slow-drip.sh'))} ${DRIP_BYTES} ${DRIP_GAP_S} ;;`,
+      'esac',
       `exec ${quote(realFfmpeg)} "$@"`,
       '',
     ].join('\n'),
@@ -189,12 +192,11 @@ async function makeDispatchers(dir: string) {
     [
       '#!/bin/sh',
       `echo "$$" >> ${quote(probeLog)}`,
-      'for a in "$@"; do',
-      '  case "$a" in',
-      '    */probehang.wav) exec sleep 3600 ;;',
-      "    */probenoterm.wav) trap '' TERM; exec sleep 3600 ;;",
-      '  esac',
-      'done',
+      'src=$(readlink /proc/$$/fd/3 2>/dev/null)',
+      'case "$src" in',
+      '  */probehang.wav) exec sleep 3600 ;;',
+      "  */probenoterm.wav) trap '' TERM; exec sleep 3600 ;;",
+      'esac',
       `exec ${quote(realFfprobe)} "$@"`,
       '',
     ].join('\n'),
