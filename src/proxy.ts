@@ -336,7 +336,12 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
     }
     if (outcome.type !== 'ok') {
       // ffprobe refusing the bytes is a verdict about the source (415), shared like a result.
-      if (outcome.class === 'undecodable') return { ok: false, refusal: 'undecodable_source' };
+      // Its one input is a regular file the proxy opened, so an ffprobe that exits with a
+      // status of its own (not killed, not timed out) failed to read those bytes as media,
+      // whatever words its stderr used (crafted Ogg pages, truncated FLAC, WAVs with no layout).
+      if (outcome.class === 'undecodable' || exitedOnTheBytes(outcome)) {
+        return { ok: false, refusal: 'undecodable_source' };
+      }
       const cls =
         outcome.class === 'timeout'
           ? 'probe_timeout'
@@ -771,6 +776,11 @@ function bind(
       resolve();
     });
   });
+}
+
+/** ffprobe ended by itself with a failure status: its verdict on the bytes it was handed. */
+function exitedOnTheBytes(outcome: { class: string; exitStatus: number | null }): boolean {
+  return outcome.class === 'render_failed' && outcome.exitStatus !== null && outcome.exitStatus > 0;
 }
 
 /** What the Render machine needs for one request: the executable, argv and deadline. */

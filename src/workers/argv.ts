@@ -30,6 +30,8 @@
  *   the nearest the encoder takes; the key keeps the URL's. `sr` snaps to the rate table (ogg:
  *   clamped to 8-48 kHz); `br` is clamped into libopus'/libvorbis' window for the output's
  *   channels and rate (LAME and aac clamp themselves). Limits measured on ffmpeg 5.1.
+ *   The same holds for what a source brings: more channels than an encoder opens are downmixed
+ *   to the most it takes (`ENCODER_CHANNELS`), a flac rate it cannot code is resampled.
  * - **A trim is never empty.** Past the source's end no frame is left (aac writes 0 bytes,
  *   mp3/opus/ogg undecodable headers), so a trim ends in `apad=whole_len=N`: silence only when
  *   the region is under `TRIM_MIN_OUTPUT_S`, identical bytes otherwise. Past the end that is a
@@ -131,6 +133,40 @@ export const AUDIO_DEMUXERS: readonly string[] = Object.freeze([
 ]);
 const FORMAT_WHITELIST = AUDIO_DEMUXERS.join(',');
 
+/**
+ * Channel counts each encoder opens with ffmpeg's default layout for that count, measured on
+ * ffmpeg 5.1 with `-ac N`: libmp3lame takes mono and stereo; libopus has no mapping for the
+ * default 3.0 and 4.0 layouts nor past 8; aac and flac stop at 8; libvorbis and PCM take any.
+ */
+export const ENCODER_CHANNELS: Readonly<Record<AudioFormat, readonly number[] | 'any'>> =
+  Object.freeze({
+    mp3: [1, 2],
+    opus: [1, 2, 5, 6, 7, 8],
+    aac: [1, 2, 3, 4, 5, 6, 7, 8],
+    m4a: [1, 2, 3, 4, 5, 6, 7, 8],
+    flac: [1, 2, 3, 4, 5, 6, 7, 8],
+    ogg: 'any',
+    wav: 'any',
+  });
+/**
+ * ffmpeg's flac encoder takes any rate below 65,535 Hz, and above it only multiples of 10 Hz
+ * below 655,350 Hz (the header codes such rates in tens of hertz); measured on ffmpeg 5.1.
+ */
+/**
+ * The most channels a `norm` render pins with `-ac`: past 8, ffmpeg 5.1 has no default layout
+ * for most counts and swresample refuses to build one ("Output channel layout '12 channels' is
+ * not supported"), so a wider source is downmixed to 7.1 first.
+ */
+export const NORM_MAX_CHANNELS = 8;
+export const FLAC_ANY_RATE_BELOW_HZ = 65_535;
+export const FLAC_MAX_SAMPLE_RATE_HZ = 655_340;
+
+/** The rate ffmpeg's flac encoder opens for a source at `hz`: `hz` itself when it can. */
+export function flacSampleRate(hz: number): number {
+  if (hz < FLAC_ANY_RATE_BELOW_HZ) return hz;
+  return Math.min(FLAC_MAX_SAMPLE_RATE_HZ, hz - (hz % 10));
+}
+
 /** Where a normalised render lands when no probe gave the source rate: the lossy ceiling. */
 export const LOUDNORM_FALLBACK_RATE_HZ = 48_000;
 /** m4a fragment length: 1 s to first byte; per-frame fragments would add a third to the size. */
@@ -195,7 +231,7 @@ export const ENHANCE_CHAINS: Readonly<Record<'voice', string>> = Object.freeze({
     'alimiter=limit=0.977:level=disabled',
 });
 
-type AudioFormat = Exclude<Format, 'peaks'>;
+export type AudioFormat = Exclude<Format, 'peaks'>;
 
 const MUXERS: Readonly<Record<AudioFormat, string>> = {
   mp3: 'mp3',
@@ -308,7 +344,7 @@ export function buildRenderArgv(options: RenderOptions, input: ArgvInput): strin
   return [
     ...head(options, input),
     ...filterArgs(options, rate, trimPad(options, chainHz)),
-    ...channelArgs(options, input),
+    ...channelArgs(format, options, input),
     ...codecArgs(format, options, input, chainHz),
     ...outputBound(input),
     '-f',
@@ -494,6 +530,12 @@ function resampleRate(
 ): number | undefined {
   const wanted = options.sampleRate ?? (options.norm ? normalisedRate(format, input) : undefined);
   if (wanted !== undefined) return encoderSampleRate(format, wanted);
+  if (format === 'flac') {
+    const source = sourceRate(input);
+    return source !== undefined && flacSampleRate(source) !== source
+      ? flacSampleRate(source)
+      : undefined;
+  }
   if (format !== 'ogg' || options.bitrateK === undefined) return undefined;
   const source = sourceRate(input);
   if (source === undefined) return LOSSY_SAMPLE_RATE_CAP_HZ;
@@ -584,11 +626,26 @@ function encoder(format: AudioFormat, options: RenderOptions, input: ArgvInput):
  * pinned count, loudnorm followed by the resample cannot negotiate a channel layout once `-ss`
  * puts a trim on the input, and every non-mp3 encoder fails (Debian 5.1 and the 2018 build).
  */
-function channelArgs(options: RenderOptions, input: ArgvInput): string[] {
+function channelArgs(format: AudioFormat, options: RenderOptions, input: ArgvInput): string[] {
   if (options.channels !== undefined) return ['-ac', String(channelCount(options.channels))];
   const source = sourceChannels(input);
-  if (options.norm === undefined || source === undefined) return [];
-  return ['-ac', String(source)];
+  if (source === undefined) return [];
+  const fit = encoderChannels(format, source);
+  if (options.norm !== undefined) return ['-ac', String(Math.min(fit, NORM_MAX_CHANNELS))];
+  return fit === source ? [] : ['-ac', String(fit)];
+}
+
+/**
+ * The channel count `format`'s encoder opens for a source of `source` channels: the source's
+ * own when the encoder takes it with ffmpeg's default layout for that count, else the largest
+ * it takes below it (a downmix), so a valid source never fails the encoder's setup.
+ */
+export function encoderChannels(format: AudioFormat, source: number): number {
+  const taken = ENCODER_CHANNELS[format];
+  if (taken === 'any' || taken.includes(source)) return source;
+  let best = 1;
+  for (const n of taken) if (n < source && n > best) best = n;
+  return best;
 }
 
 /** The probe's sample rate, checked; undefined when no probe said. */

@@ -5,16 +5,24 @@
  * the grammar's whole ranges), then every limit is checked against real Debian ffmpeg 5.1: each
  * window's ends open the encoder at both edges of its band, and one step outside fails.
  */
+
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import fc from 'fast-check';
 import pLimit from 'p-limit';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Format, parseOptions, type RenderOptions } from '../../src/http/options.js';
 import {
   AAC_SAMPLE_RATES_HZ,
   type ArgvInput,
   buildRenderArgv,
+  ENCODER_CHANNELS,
   encoderBitrateK,
+  encoderChannels,
   encoderSampleRate,
+  FLAC_MAX_SAMPLE_RATE_HZ,
+  flacSampleRate,
   MP3_SAMPLE_RATES_HZ,
   OPUS_MAX_KBPS_PER_CHANNEL,
   OPUS_SAMPLE_RATES_HZ,
@@ -314,4 +322,89 @@ describe('the limits, against real ffmpeg 5.1', () => {
     },
     QUEUED_CASE_TIMEOUT_MS,
   );
+});
+
+describe('sources with more channels or a higher rate than an encoder takes', () => {
+  const AUDIO_FORMATS = ['mp3', 'opus', 'ogg', 'aac', 'm4a', 'flac', 'wav'] as const;
+
+  it('downmixes to a count the encoder opens, and never upmixes', () => {
+    for (const format of AUDIO_FORMATS) {
+      for (let source = 1; source <= 64; source++) {
+        const fit = encoderChannels(format, source);
+        const taken = ENCODER_CHANNELS[format];
+        expect(fit).toBeLessThanOrEqual(source);
+        if (taken !== 'any') expect(taken).toContain(fit);
+        const argv = buildRenderArgv(opts(`f:${format}`), local({ channels: source }));
+        expect(valueAfter(argv, '-ac')).toBe(fit === source ? undefined : String(fit));
+      }
+    }
+    expect(encoderChannels('opus', 3)).toBe(2);
+    expect(encoderChannels('opus', 12)).toBe(8);
+    expect(encoderChannels('flac', 9)).toBe(8);
+    expect(encoderChannels('mp3', 6)).toBe(2);
+  });
+
+  it('resamples flac only above the format’s highest rate', () => {
+    const at = (hz: number) =>
+      buildRenderArgv(opts('f:flac'), local({ sampleRate: hz, channels: 2 })).join(' ');
+    expect(at(FLAC_MAX_SAMPLE_RATE_HZ)).not.toContain('aformat=sample_rates');
+    expect(at(65_534)).not.toContain('aformat=sample_rates');
+    expect(at(96_010)).not.toContain('aformat=sample_rates');
+    expect(at(96_001)).toContain('aformat=sample_rates=96000');
+    expect(at(65_535)).toContain('aformat=sample_rates=65530');
+    expect(at(700_000)).toContain(`aformat=sample_rates=${FLAC_MAX_SAMPLE_RATE_HZ}`);
+    expect(flacSampleRate(655_350)).toBe(FLAC_MAX_SAMPLE_RATE_HZ);
+  });
+
+  describe('against real ffmpeg 5.1', () => {
+    let dir: string;
+    beforeAll(async () => {
+      dir = await mkdtemp(join(tmpdir(), 'ap-channels-'));
+      // 12 distinct channels (a sine each), 0.2 s, and a 700 kHz stereo tone.
+      const pads = Array.from({ length: 12 }, (_, i) => `[a${i}]`).join('');
+      const sines = Array.from(
+        { length: 12 },
+        (_, i) => `sine=f=${200 + 50 * i}:d=0.2[a${i}]`,
+      ).join(';');
+      for (const [name, graph] of [
+        ['ch12.wav', `${sines};${pads}amerge=inputs=12`],
+        ['ch3.wav', `${sines.split(';').slice(0, 3).join(';')};[a0][a1][a2]amerge=inputs=3`],
+        ['hz700k.wav', 'sine=f=440:d=0.2:sample_rate=700000,aformat=channel_layouts=stereo'],
+      ] as const) {
+        const run = await runTool(DEBIAN_FFMPEG, [
+          ...['-nostdin', '-v', 'error', '-filter_complex', graph, '-c:a', 'pcm_s16le'],
+          join(dir, name),
+        ]);
+        expect(run.status, run.stderr).toBe(0);
+      }
+    });
+    afterAll(() => rm(dir, { recursive: true, force: true }));
+
+    const cases = [
+      ...AUDIO_FORMATS.map((format) => ({ format, file: 'ch12.wav', channels: 12, hz: 44_100 })),
+      // `norm` pins the channel count with -ac: the pinned count must fit the encoder too.
+      ...AUDIO_FORMATS.map((format) => ({
+        format: `${format}/norm:ebu` as const,
+        file: 'ch12.wav',
+        channels: 12,
+        hz: 44_100,
+      })),
+      ...AUDIO_FORMATS.map((format) => ({ format, file: 'ch3.wav', channels: 3, hz: 44_100 })),
+      { format: 'flac', file: 'hz700k.wav', channels: 2, hz: 700_000 },
+    ];
+    it.concurrent.each(cases)(
+      'f:$format of $file ($channels ch, $hz Hz) encodes',
+      async ({ format, file, channels, hz }) => {
+        const argv = buildRenderArgv(
+          opts(`f:${format}`),
+          local({ url: join(dir, file), channels, sampleRate: hz }),
+        );
+        const run = await limit(() => runTool(DEBIAN_FFMPEG, argv));
+        // A layout the encoder cannot name (3 channels as 2.1) is only a warning: it encodes.
+        expect(run.status, run.stderr).toBe(0);
+        expect(run.stdout.byteLength).toBeGreaterThan(0);
+      },
+      QUEUED_CASE_TIMEOUT_MS,
+    );
+  });
 });
