@@ -68,6 +68,8 @@ const env: Record<string, string> = {
   AP_MAX_CONCURRENCY: String(CONCURRENCY),
   AP_QUEUE_SIZE: String(Math.max(8, CONCURRENCY * 2)),
 };
+// Any AP_* setting in the environment applies too (AP_MAX_RENDERS_PER_WORKER_POOL, say).
+for (const [k, v] of Object.entries(process.env)) if (k.startsWith('AP_') && v) env[k] = v;
 if (STORE) env.AP_VARIANT_STORE = `file://${join(dir, `store-${process.pid}`)}`;
 const config = loadConfig(env);
 const proxy = await createAudioProxy({ config, logger: pino({ level: 'silent' }) });
