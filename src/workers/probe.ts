@@ -244,8 +244,9 @@ const ADMITTED = Object.freeze({ ok: true } as const);
  * Can the encoders take this source, within the output bound? Applied to a render's probe before
  * it asks for a slot, so a refusal never holds one: more than `MAX_CHANNELS` channels, a rate
  * outside `MIN_SOURCE_SAMPLE_RATE_HZ`..`MAX_SOURCE_SAMPLE_RATE_HZ`, or a duration its byte size
- * cannot justify is `undecodable_source`; a duration over `maxDurationS` is `source_too_long`.
- * Unknown fields pass: the argv's `-t` and the output byte cap still bound the render.
+ * cannot justify is `undecodable_source`, and so is a stream with no sample rate; a duration over
+ * `maxDurationS` is `source_too_long`. An unknown duration or channel count passes: the argv's
+ * `-t` and the output byte cap still bound the render.
  */
 export function admissionVerdict(
   media: {
@@ -260,9 +261,12 @@ export function admissionVerdict(
   if (channels !== undefined && channels > MAX_CHANNELS) {
     return { ok: false, reason: 'undecodable_source' };
   }
+  // No rate (ffprobe says 0 for a stream header that names none): no decoder can time its
+  // frames, so ffmpeg's filter graph refuses it ("time_base 1/0") after the slot was taken.
   if (
-    sampleRate !== undefined &&
-    (sampleRate < MIN_SOURCE_SAMPLE_RATE_HZ || sampleRate > MAX_SOURCE_SAMPLE_RATE_HZ)
+    sampleRate === undefined ||
+    sampleRate < MIN_SOURCE_SAMPLE_RATE_HZ ||
+    sampleRate > MAX_SOURCE_SAMPLE_RATE_HZ
   ) {
     return { ok: false, reason: 'undecodable_source' };
   }

@@ -211,16 +211,23 @@ describe('the audio-only policy', () => {
 
 describe('admissionVerdict: what a render may ask a slot for', () => {
   const limits = { maxDurationS: 3_600 };
-  it('admits an ordinary source and one the probe said little about', () => {
+  const rate = { sampleRate: 44_100 } as const;
+  it('admits an ordinary source and one the probe said little else about', () => {
     expect(
       admissionVerdict({ sampleRate: 44_100, channels: 2, duration: 180 }, 3_000_000, limits),
     ).toEqual({ ok: true });
-    expect(admissionVerdict({}, undefined, limits)).toEqual({ ok: true });
+    expect(admissionVerdict(rate, undefined, limits)).toEqual({ ok: true });
+  });
+  it('refuses a stream with no sample rate (ffprobe reports 0): no decoder can time it', () => {
+    expect(admissionVerdict({}, undefined, limits)).toEqual({
+      ok: false,
+      reason: 'undecodable_source',
+    });
   });
   it('refuses what the encoders cannot take: > 64 channels, a rate outside 1–768 kHz', () => {
     const no = { ok: false, reason: 'undecodable_source' };
-    expect(admissionVerdict({ channels: 65 }, 1_000, limits)).toEqual(no);
-    expect(admissionVerdict({ channels: 64 }, 1_000, limits)).toEqual({ ok: true });
+    expect(admissionVerdict({ ...rate, channels: 65 }, 1_000, limits)).toEqual(no);
+    expect(admissionVerdict({ ...rate, channels: 64 }, 1_000, limits)).toEqual({ ok: true });
     expect(admissionVerdict({ sampleRate: 1 }, 1_000, limits)).toEqual(no);
     expect(admissionVerdict({ sampleRate: 999 }, 1_000, limits)).toEqual(no);
     expect(admissionVerdict({ sampleRate: 1_000 }, 1_000, limits)).toEqual({ ok: true });
@@ -228,16 +235,16 @@ describe('admissionVerdict: what a render may ask a slot for', () => {
   });
   it('refuses a duration its bytes cannot hold (amplification) and one past the bound', () => {
     // 1 KB claiming 500 s is 2 bytes a second: under the 8 any real encoder spends.
-    expect(admissionVerdict({ duration: 500 }, 1_000, limits)).toEqual({
+    expect(admissionVerdict({ ...rate, duration: 500 }, 1_000, limits)).toEqual({
       ok: false,
       reason: 'undecodable_source',
     });
-    expect(admissionVerdict({ duration: 125 }, 1_000, limits)).toEqual({ ok: true });
-    expect(admissionVerdict({ duration: 3_601 }, 1e9, limits)).toEqual({
+    expect(admissionVerdict({ ...rate, duration: 125 }, 1_000, limits)).toEqual({ ok: true });
+    expect(admissionVerdict({ ...rate, duration: 3_601 }, 1e9, limits)).toEqual({
       ok: false,
       reason: 'source_too_long',
     });
-    expect(admissionVerdict({ duration: 3_600 }, 1e9, limits)).toEqual({ ok: true });
+    expect(admissionVerdict({ ...rate, duration: 3_600 }, 1e9, limits)).toEqual({ ok: true });
   });
 });
 
