@@ -158,6 +158,14 @@ export const ENCODER_CHANNELS: Readonly<Record<AudioFormat, readonly number[] | 
  * not supported"), so a wider source is downmixed to 7.1 first.
  */
 export const NORM_MAX_CHANNELS = 8;
+/** The widest count ffmpeg 5.1 guesses a layout for (its default layouts for 1..8 channels). */
+export const GUESSED_LAYOUT_MAX_CHANNELS = 8;
+/** The layouts a fold lands on: every output count a wide source can be asked for. */
+const FOLD_LAYOUTS: Readonly<Record<number, string>> = Object.freeze({
+  1: 'mono',
+  2: 'stereo',
+  8: '7.1',
+});
 export const FLAC_ANY_RATE_BELOW_HZ = 65_535;
 export const FLAC_MAX_SAMPLE_RATE_HZ = 655_340;
 
@@ -341,10 +349,15 @@ export function buildRenderArgv(options: RenderOptions, input: ArgvInput): strin
   if (!(format in MUXERS)) throw new TypeError(`unknown format ${JSON.stringify(format)}`);
   const rate = resampleRate(format, options, input);
   const chainHz = rate ?? sourceRate(input); // what reaches the encoder, before its own resample
+  const channels = channelArgs(format, options, input);
+  const fold = foldFilter(
+    sourceChannels(input),
+    channels.length === 0 ? undefined : Number(channels[1]),
+  );
   return [
     ...head(options, input),
-    ...filterArgs(options, rate, trimPad(options, chainHz)),
-    ...channelArgs(format, options, input),
+    ...filterArgs(options, rate, trimPad(options, chainHz), fold),
+    ...channels,
     ...codecArgs(format, options, input, chainHz),
     ...outputBound(input),
     '-f',
@@ -370,9 +383,10 @@ export function buildPeaksDecodeArgv(
   if (!Number.isInteger(rate) || rate < 1) {
     throw new RangeError(`shape.sampleRate must be a positive integer, got ${rate}`);
   }
+  const fold = foldFilter(sourceChannels(input), channelCount(shape.channels));
   return [
     ...head(options, input),
-    ...filterArgs(options, rate),
+    ...filterArgs(options, rate, [], fold),
     '-ac',
     String(channelCount(shape.channels)),
     '-c:a',
@@ -419,8 +433,9 @@ function filterArgs(
   options: RenderOptions,
   resampleHz: number | undefined,
   tail: readonly string[] = [],
+  fold: readonly string[] = [],
 ): string[] {
-  const chain: string[] = [];
+  const chain: string[] = [...fold];
   if (options.enhance !== undefined) chain.push(enhanceChain(options.enhance));
   if (options.norm !== undefined) {
     const { i, tp, lra } = options.norm;
@@ -646,6 +661,26 @@ export function encoderChannels(format: AudioFormat, source: number): number {
   let best = 1;
   for (const n of taken) if (n < source && n > best) best = n;
   return best;
+}
+
+/**
+ * A source of more than `GUESSED_LAYOUT_MAX_CHANNELS` channels with no channel mask has no
+ * layout ffmpeg can guess, and swresample refuses to rematrix it ("not enough information"), so
+ * a render that needs fewer channels folds it explicitly: input channel i is summed into output
+ * i mod `target` (`<` normalises each sum, so the fold cannot clip). Nothing for narrower sources,
+ * whose layout ffmpeg guesses and downmixes by the book.
+ */
+export function foldFilter(source: number | undefined, target: number | undefined): string[] {
+  if (source === undefined || target === undefined) return [];
+  if (source <= GUESSED_LAYOUT_MAX_CHANNELS || target >= source) return [];
+  const layout = FOLD_LAYOUTS[target];
+  if (layout === undefined) throw new RangeError(`no fold layout for ${target} channels`);
+  const outputs = Array.from({ length: target }, (_, out) => {
+    const inputs: string[] = [];
+    for (let i = out; i < source; i += target) inputs.push(`c${i}`);
+    return `c${out}<${inputs.join('+')}`;
+  });
+  return [`pan=${layout}|${outputs.join('|')}`];
 }
 
 /** The probe's sample rate, checked; undefined when no probe said. */

@@ -22,7 +22,7 @@
  * | Class | Pattern in the tail (non-zero exit only) |
  * |---|---|
  * | `not_found` | `No such file or directory`, `Server returned 403/404`, `HTTP error 403/404`, `403 Forbidden`, `404 Not Found` |
- * | `undecodable` | `Invalid data found when processing input`, `could not find codec parameters`, `Format … not on whitelist` (a demuxer outside `AUDIO_DEMUXERS`), `/proc/self/fd/N: Invalid argument` (the input, opened by the proxy, refused by the demuxer: random bytes taken for mp3) |
+ * | `undecodable` | `Invalid data found when processing input`, `could not find codec parameters`, `Format … not on whitelist` (a demuxer outside `AUDIO_DEMUXERS`), `/proc/self/fd/N: Invalid argument` (the input, opened by the proxy, refused by the demuxer: random bytes taken for mp3), `Decoder (codec none) not found` (a stream header naming no codec) |
  * | `render_failed` | anything else, including a death by signal (status `null`) |
  */
 
@@ -38,7 +38,7 @@ export type ExitOutcome =
 export const NOT_FOUND_PATTERN =
   /No such file or directory|Server returned 40[34]|HTTP error 40[34]|40[34] (Not Found|Forbidden)/i;
 export const UNDECODABLE_PATTERN =
-  /Invalid data found when processing input|could not find codec parameters|not on whitelist|\/proc\/self\/fd\/\d+: Invalid argument/i;
+  /Invalid data found when processing input|could not find codec parameters|not on whitelist|\/proc\/self\/fd\/\d+: Invalid argument|Decoder \(codec [^)]*\) not found/i;
 
 const EMPTY = Buffer.alloc(0);
 

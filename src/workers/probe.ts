@@ -165,7 +165,9 @@ export function parseProbe(output: string | Uint8Array): ParsedProbe {
   }
   const streams = Array.isArray(decoded.streams) ? decoded.streams.filter(isObject) : [];
   const format = isObject(decoded.format) ? decoded.format : {};
-  const audio = streams.find((s) => s.codec_type === 'audio');
+  // An audio stream ffprobe names no codec for has no decoder here ("Decoder (codec none) not
+  // found" at render time): as good as no audio at all.
+  const audio = streams.find((s) => s.codec_type === 'audio' && hasCodec(s));
   const hasVideo = streams.some(isVideo);
   const demuxer =
     typeof format.format_name === 'string' && format.format_name !== ''
@@ -193,6 +195,11 @@ export function parseProbe(output: string | Uint8Array): ParsedProbe {
   const tags = boundedTags(format.tags) ?? boundedTags(audio.tags);
   if (tags !== undefined) info.tags = tags;
   return { ok: true, info, hasVideo, hasAudio: true, ...demuxer };
+}
+
+function hasCodec(stream: Record<string, unknown>): boolean {
+  const name = stream.codec_name;
+  return typeof name === 'string' && name !== '' && name !== 'none';
 }
 
 /** Whether ffprobe's `format_name` names a demuxer of `AUDIO_DEMUXERS` (any name in its list). */

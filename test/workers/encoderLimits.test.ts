@@ -23,6 +23,7 @@ import {
   encoderSampleRate,
   FLAC_MAX_SAMPLE_RATE_HZ,
   flacSampleRate,
+  foldFilter,
   MP3_SAMPLE_RATES_HZ,
   OPUS_MAX_KBPS_PER_CHANNEL,
   OPUS_SAMPLE_RATES_HZ,
@@ -377,6 +378,12 @@ describe('sources with more channels or a higher rate than an encoder takes', ()
         ]);
         expect(run.status, run.stderr).toBe(0);
       }
+      // 64 channels with no mask: ffmpeg guesses no layout, so only an explicit fold downmixes.
+      const raw = await runTool(DEBIAN_FFMPEG, [
+        ...['-nostdin', '-v', 'error', '-f', 's16le', '-ar', '8000', '-ac', '64', '-t', '0.2'],
+        ...['-i', '/dev/urandom', '-c:a', 'pcm_s16le', join(dir, 'ch64.wav')],
+      ]);
+      expect(raw.status, raw.stderr).toBe(0);
     });
     afterAll(() => rm(dir, { recursive: true, force: true }));
 
@@ -391,6 +398,14 @@ describe('sources with more channels or a higher rate than an encoder takes', ()
       })),
       ...AUDIO_FORMATS.map((format) => ({ format, file: 'ch3.wav', channels: 3, hz: 44_100 })),
       { format: 'flac', file: 'hz700k.wav', channels: 2, hz: 700_000 },
+      ...AUDIO_FORMATS.map((format) => ({ format, file: 'ch64.wav', channels: 64, hz: 8_000 })),
+      ...AUDIO_FORMATS.map((format) => ({
+        format: `${format}/norm:ebu` as const,
+        file: 'ch64.wav',
+        channels: 64,
+        hz: 8_000,
+      })),
+      { format: 'mp3/ch:1', file: 'ch64.wav', channels: 64, hz: 8_000 },
     ];
     it.concurrent.each(cases)(
       'f:$format of $file ($channels ch, $hz Hz) encodes',
@@ -406,5 +421,20 @@ describe('sources with more channels or a higher rate than an encoder takes', ()
       },
       QUEUED_CASE_TIMEOUT_MS,
     );
+  });
+});
+
+describe('folding a source ffmpeg cannot guess a layout for', () => {
+  it('sums channel i into output i mod target, normalised, only past 8 channels', () => {
+    expect(foldFilter(8, 2)).toEqual([]);
+    expect(foldFilter(12, 12)).toEqual([]);
+    expect(foldFilter(undefined, 2)).toEqual([]);
+    expect(foldFilter(12, undefined)).toEqual([]);
+    expect(foldFilter(9, 2)).toEqual(['pan=stereo|c0<c0+c2+c4+c6+c8|c1<c1+c3+c5+c7']);
+    expect(foldFilter(10, 1)).toEqual([
+      `pan=mono|c0<${[...Array(10).keys()].map((i) => `c${i}`).join('+')}`,
+    ]);
+    expect(foldFilter(64, 8)[0]).toMatch(/^pan=7\.1\|c0<c0\+c8\+/);
+    expect(() => foldFilter(64, 3)).toThrow(RangeError);
   });
 });
