@@ -368,7 +368,7 @@ export const CONFIG_VARIABLES = [
     section: S_SOURCES,
     default: '`false`: an `https://` host resolving to such an address is a 404',
     rule: RULE.boolean,
-    doc: 'Let `https://` sources connect to loopback, private, link-local, CGNAT, multicast or unspecified addresses (tests, closed networks). S3 endpoints are the operator\'s own and are not checked.',
+    doc: "Let `https://` sources connect to loopback, private, link-local, CGNAT, multicast or unspecified addresses (tests, closed networks). S3 endpoints are the operator's own and are not checked.",
   },
   {
     name: 'AP_VARIANT_STORE',
