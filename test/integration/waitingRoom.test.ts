@@ -6,7 +6,6 @@
  * one of the two render slots (`AP_WAITING_ROOM_SLOTS` defaults to half); the other is always
  * left to requests without a ticket (see waitingRoomAdmission.test.ts).
  */
-import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stats } from '../../src/actors/semaphoreClient.js';
 import { get, type Harness, startHarness, waitFor } from './harness.js';
@@ -25,31 +24,10 @@ afterAll(async () => {
   await h.close();
 });
 
-function api(method: string, path: string, cookie?: string) {
-  const url = new URL(h.url);
-  return new Promise<{ status: number; headers: Record<string, unknown>; body: string }>(
-    (resolve, reject) => {
-      const req = request(
-        {
-          host: url.hostname,
-          port: url.port,
-          path,
-          method,
-          headers: cookie ? { cookie } : {},
-          agent: false,
-        },
-        (res) => {
-          let body = '';
-          res.on('data', (c) => {
-            body += c;
-          });
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
-        },
-      );
-      req.on('error', reject);
-      req.end();
-    },
-  );
+/** One waiting-room API call over the harness's raw request, the body as text. */
+async function api(method: string, path: string, cookie?: string) {
+  const res = await get(h.url, path, { method, ...(cookie ? { headers: { cookie } } : {}) });
+  return { status: res.status, headers: res.headers, body: res.body.toString('utf8') };
 }
 
 /** The join credential: the signed (here `insecure`, dev mode) path of the render. */

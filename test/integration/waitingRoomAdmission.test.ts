@@ -8,7 +8,6 @@
  * - an implicit claim (a session without a ticket rendering with its cookie) ends with a
  *   `runEnded`, so the room's slot never stays `running`.
  */
-import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stats } from '../../src/actors/semaphoreClient.js';
 import { sign } from '../../src/http/signature.js';
@@ -32,29 +31,15 @@ interface ApiResponse {
   body: string;
 }
 
-function api(base: string, method: string, path: string, cookie?: string): Promise<ApiResponse> {
-  const url = new URL(base);
-  return new Promise((resolve, reject) => {
-    const req = request(
-      {
-        host: url.hostname,
-        port: url.port,
-        path,
-        method,
-        headers: cookie ? { cookie } : {},
-        agent: false,
-      },
-      (res) => {
-        let body = '';
-        res.on('data', (c) => {
-          body += c;
-        });
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
-      },
-    );
-    req.on('error', reject);
-    req.end();
-  });
+/** One waiting-room API call over the harness's raw request, the body as text. */
+async function api(
+  base: string,
+  method: string,
+  path: string,
+  cookie?: string,
+): Promise<ApiResponse> {
+  const res = await get(base, path, { method, ...(cookie ? { headers: { cookie } } : {}) });
+  return { status: res.status, headers: res.headers, body: res.body.toString('utf8') };
 }
 
 function joinPath(credential: string): string {
