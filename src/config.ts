@@ -208,6 +208,8 @@ export interface Config {
   readonly presignTtlS: number;
   /** @default 'info' */
   readonly logLevel: LogLevel;
+  /** One info line per public request. @default true */
+  readonly accessLog: boolean;
   /** An IPv4 or IPv6 literal. @default '127.0.0.1' */
   readonly metricsBind: string;
   /** @default 9568 */
@@ -478,6 +480,13 @@ export const CONFIG_VARIABLES = [
     default: '`info`',
     rule: RULE.enum(LOG_LEVELS),
     doc: 'Least severe level that is logged.',
+  },
+  {
+    name: 'AP_ACCESS_LOG',
+    section: S_OBS,
+    default: '`true`',
+    rule: RULE.boolean,
+    doc: 'One `info` line per public-listener request, whatever its answer (401, 404, `/info` and HITs included): method, path without its query, status, bytes sent, milliseconds and cache status (`HIT`, `MISS`, `COALESCED`).',
   },
   {
     name: 'AP_METRICS_BIND',
@@ -1407,6 +1416,7 @@ export function loadConfig(env: Env, opts: LoadConfigOptions = {}): Config {
   const serveMode = enumeration(ld, 'AP_SERVE_MODE', SERVE_MODES, 'redirect');
   const presignTtlS = integer(ld, 'AP_PRESIGN_TTL', DEFAULT_PRESIGN_TTL_S, 'presignTtl');
   const logLevel = enumeration(ld, 'AP_LOG_LEVEL', LOG_LEVELS, 'info');
+  const accessLog = boolean(ld, 'AP_ACCESS_LOG', true);
   const metricsBind = ipLiteral(ld, 'AP_METRICS_BIND', DEFAULT_METRICS_BIND);
   const metricsPort = integer(ld, 'AP_METRICS_PORT', DEFAULT_METRICS_PORT, 'port');
   const allowOrigin = origin(ld, 'AP_ALLOW_ORIGIN');
@@ -1555,6 +1565,7 @@ export function loadConfig(env: Env, opts: LoadConfigOptions = {}): Config {
     serveMode,
     presignTtlS,
     logLevel,
+    accessLog,
     metricsBind,
     metricsPort,
     allowOrigin,

@@ -81,7 +81,7 @@ import {
   WORKER_POOL_TRANSITION_CHANNEL,
   wantedOn,
 } from './telemetry/channels.js';
-import { attachRenderLog, createLogger } from './telemetry/logger.js';
+import { attachAccessLog, attachRenderLog, createLogger } from './telemetry/logger.js';
 import { Metrics } from './telemetry/metrics.js';
 import { buildPeaksDecodeArgv, buildRenderArgv, FD_INPUT_PATH } from './workers/argv.js';
 import { type ResolvedExecutable, resolveFfmpeg, resolveFfprobe } from './workers/ffmpegPath.js';
@@ -434,7 +434,12 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
         ];
       }),
   });
-  const detachLog = attachRenderLog(logger);
+  const detachRenderLog = attachRenderLog(logger);
+  const detachAccessLog = boot.accessLog ? attachAccessLog(logger) : () => {};
+  const detachLog = () => {
+    detachRenderLog();
+    detachAccessLog();
+  };
 
   const ready = async (): Promise<ReadinessReply> => {
     const threshold = provider.get().readyQueueThreshold;

@@ -231,6 +231,8 @@ interface Exchange {
   readonly turns: TurnBudget;
   /** Where an unexpected exception would be reported from (the metric's `stage` label). */
   stage: InternalErrorStage;
+  /** The `x-audio-proxy` status sent, for the access log. */
+  cache?: 'HIT' | 'MISS' | 'COALESCED';
 }
 
 /** A client's `x-request-id` is logged only if it looks like an id (no log injection). */
@@ -288,10 +290,18 @@ export function createHandler(services: HandlerServices) {
       turns,
       stage: 'request',
     };
+    const startedMs = performance.now();
+    const written = req.socket?.bytesWritten ?? 0; // a kept-alive socket has sent earlier answers
     res.on('close', () => {
       diagnostics.channel(RENDER_CHANNELS.httpRequest).publish({
         endpoint: x.endpoint,
         status: res.statusCode,
+        method,
+        url: req.url ?? '/',
+        ms: performance.now() - startedMs,
+        bytes: (req.socket?.bytesWritten ?? written) - written,
+        cache: x.cache,
+        complete: res.writableFinished,
       });
     });
     try {
@@ -444,6 +454,7 @@ async function route(x: Exchange, config: Config, services: HandlerServices, met
     const afterLookup = nextStage(x);
     if (afterLookup) await afterLookup;
     if (head) {
+      x.cache = 'HIT'; // set before: the response may close before serveHit resolves
       const outcome = await serveHit(x.req, x.res, {
         store: services.store,
         key,
@@ -458,6 +469,7 @@ async function route(x: Exchange, config: Config, services: HandlerServices, met
         format: parsed.options.format,
       });
       if (outcome === 'served') return;
+      x.cache = undefined; // the stored copy could not be served: the render path answers
     }
   }
   // 7. HEAD describes a MISS and stops
@@ -470,6 +482,7 @@ async function route(x: Exchange, config: Config, services: HandlerServices, met
     return;
   }
   if (x.head) {
+    x.cache = 'MISS';
     x.res.writeHead(200, { ...successHeaders, 'x-audio-proxy': 'MISS', ...x.cors });
     x.res.end();
     return;
@@ -744,6 +757,7 @@ async function deliver(
     if (res.headersSent) return;
     // A render's listeners share its chunks; the kernel must not copy megabytes per slow one.
     if (res.socket) tuneSocket(res.socket);
+    x.cache = cacheStatus;
     res.writeHead(200, { ...headers, 'x-audio-proxy': cacheStatus, ...x.cors });
     phase = 'streaming';
   };

@@ -6,6 +6,8 @@
  * calls the third one `warn`. Render failure details can quote ffmpeg's stderr, which may quote
  * a presigned source URL, so query strings are redacted before they are logged.
  *
+ * With `AP_ACCESS_LOG` (on by default), every public request is one `access` line too.
+ *
  * An unexpected exception anywhere on the request path (`audio_proxy.internal_error`) is one
  * error-level line: `stage`, `req` (`method`, `path` redacted, `id` from `x-request-id`) and
  * `err` (the cause, with its stack).
@@ -25,6 +27,45 @@ export function createLogger(level: LogLevel = 'info', destination?: Destination
 /** Strips query strings from URLs inside free text (presigned credentials live there). */
 export function redact(text: string): string {
   return text.replace(/(https?:\/\/[^\s?"']+)\?[^\s"']*/g, '$1?<redacted>');
+}
+
+/** What `audio_proxy.http.request` carries when a public-listener response closes. */
+interface HttpRequestMessage {
+  readonly status: number;
+  readonly method: string;
+  readonly url: string;
+  readonly ms: number;
+  readonly bytes: number;
+  readonly cache?: unknown;
+  readonly complete: boolean;
+}
+
+/**
+ * The access log: one `info` line per public-listener request (`event: 'access'`), with the
+ * path but never its query (an expiry or a presigned credential may live there), the status,
+ * bytes on the wire (headers included), milliseconds to the close, the cache status, and
+ * `complete: false` for a response torn down before its end. Returns the detach function.
+ */
+export function attachAccessLog(logger: Logger): () => void {
+  const onRequest = (m: unknown) => {
+    const r = m as HttpRequestMessage;
+    const q = r.url.indexOf('?');
+    logger.info(
+      {
+        event: 'access',
+        method: r.method,
+        path: q === -1 ? r.url : `${r.url.slice(0, q)}?<redacted>`,
+        status: r.status,
+        bytes: r.bytes,
+        ms: Math.round(r.ms * 10) / 10,
+        ...(typeof r.cache === 'string' ? { cache: r.cache } : {}),
+        ...(r.complete ? {} : { complete: false }),
+      },
+      'access',
+    );
+  };
+  diagnostics.subscribe(RENDER_CHANNELS.httpRequest, onRequest);
+  return () => diagnostics.unsubscribe(RENDER_CHANNELS.httpRequest, onRequest);
 }
 
 /** Subscribes `logger` to the render events; returns the function that detaches it. */
