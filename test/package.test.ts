@@ -266,8 +266,8 @@ export { make, semaphoreMachine, supervisorClient };
     await run(process.execPath, [join(REPO, 'node_modules/typescript/bin/tsc'), '-p', '.'], {
       cwd: consumer,
       timeout: CONSUMER_TIMEOUT_MS,
-    }).catch((e: { stdout?: string }) => {
-      throw new Error(`tsc failed:\n${e.stdout ?? String(e)}`);
+    }).catch((e: { stdout?: string; stderr?: string }) => {
+      throw new Error(`tsc failed:\n${e.stdout ?? ''}${e.stderr ?? ''}`);
     });
   });
 
