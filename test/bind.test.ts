@@ -1,13 +1,14 @@
 // The public listener's address comes from `AP_BIND`: `listen()` without a host binds it, and
 // `audio-proxy serve` (spawned, as an operator runs it) listens there and nowhere else. Unset, the
 // listener takes every interface, as the original does.
-import { type ChildProcess, spawn } from 'node:child_process';
+
+import type { ChildProcess } from 'node:child_process';
 import { networkInterfaces } from 'node:os';
-import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { createAudioProxy } from '../src/proxy.js';
+import { startBin } from './binProcess.js';
 import { get, waitFor } from './integration/harness.js';
 import { freePort } from './ports.js';
 
@@ -58,27 +59,17 @@ describe('audio-proxy serve (spawned)', () => {
 
   it('listens on AP_BIND only', async () => {
     const [port, metricsPort] = [await freePort(), await freePort()];
-    child = spawn(process.execPath, [join(process.cwd(), 'bin/audio-proxy.mjs'), 'serve'], {
-      env: {
-        PATH: process.env.PATH ?? '',
-        AUDIO_PROXY_FROM_SOURCE: '1',
-        AP_BIND: '127.0.0.1',
-        AP_PORT: String(port),
-        AP_METRICS_PORT: String(metricsPort),
-        AP_LOG_LEVEL: 'info',
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
+    const bin = startBin(['serve'], {
+      PATH: process.env.PATH ?? '',
+      AP_BIND: '127.0.0.1',
+      AP_PORT: String(port),
+      AP_METRICS_PORT: String(metricsPort),
+      AP_LOG_LEVEL: 'info',
     });
-    let out = '';
-    child.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-    });
-    child.stderr!.on('data', (d: Buffer) => {
-      out += d.toString();
-    });
-    const exited = new Promise<number | null>((r) => child!.once('exit', (code) => r(code)));
-    await waitFor(() => out.includes('audio-proxy listening'), 60_000, 50);
-    expect(out).toContain(`http://127.0.0.1:${port}`);
+    child = bin.child;
+    const { exited } = bin;
+    await waitFor(() => bin.output().includes('audio-proxy listening'), 60_000, 50);
+    expect(bin.output()).toContain(`http://127.0.0.1:${port}`);
     expect((await get(`http://127.0.0.1:${port}`, '/health')).status).toBe(200);
     const outside = externalIPv4();
     if (outside) {

@@ -5,11 +5,11 @@
 // length; the proxy then closes without hanging. A function or observer is used as given, an
 // unreachable relay is refused before any actor starts, and the spawned `audio-proxy inspect`
 // prints its URLs, streams to its relay and exits 0 on SIGTERM.
-import { type ChildProcess, spawn } from 'node:child_process';
+
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { request } from 'node:http';
 import { networkInterfaces } from 'node:os';
-import { join } from 'node:path';
 import { createWebSocketReceiver, type StatelyInspectionEvent } from '@statelyai/inspect';
 import { pino } from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -23,6 +23,7 @@ import {
   startInspectorRelay,
 } from '../src/inspect.js';
 import { type AudioProxy, createAudioProxy } from '../src/proxy.js';
+import { startBin } from './binProcess.js';
 import { makeFixtures } from './fixtures/audio.js';
 import { get, waitFor } from './integration/harness.js';
 import { freePort } from './ports.js';
@@ -302,36 +303,18 @@ describe('audio-proxy inspect (spawned)', () => {
       await freePort(),
       await freePort(),
     ];
-    child = spawn(
-      process.execPath,
-      [
-        join(process.cwd(), 'bin/audio-proxy.mjs'),
-        'inspect',
-        '--inspector-port',
-        String(inspectorPort),
-      ],
-      {
-        env: {
-          ...process.env,
-          AUDIO_PROXY_FROM_SOURCE: '1',
-          AP_PORT: String(port),
-          AP_METRICS_PORT: String(metricsPort),
-        },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    );
-    let out = '';
-    child.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
+    const bin = startBin(['inspect', '--inspector-port', String(inspectorPort)], {
+      ...process.env,
+      AP_PORT: String(port),
+      AP_METRICS_PORT: String(metricsPort),
     });
-    child.stderr!.on('data', (d: Buffer) => {
-      out += d.toString();
-    });
-    const exited = new Promise<number | null>((r) => child!.once('exit', (code) => r(code)));
-    await waitFor(() => out.includes('Ctrl-C to stop'), 60_000, 50);
-    expect(out).toContain(`ws://127.0.0.1:${inspectorPort}`);
-    expect(out).toContain(`http://localhost:${inspectorPort}`);
-    expect(out).toContain(`http://127.0.0.1:${port}`);
+    child = bin.child;
+    const { exited } = bin;
+    const out = () => bin.output();
+    await waitFor(() => out().includes('Ctrl-C to stop'), 60_000, 50);
+    expect(out()).toContain(`ws://127.0.0.1:${inspectorPort}`);
+    expect(out()).toContain(`http://localhost:${inspectorPort}`);
+    expect(out()).toContain(`http://127.0.0.1:${port}`);
 
     // A viewer joining late still gets the boot (the relay replays its recent events).
     const names = new Set<string>();
