@@ -11,10 +11,10 @@
  */
 import { basename } from 'node:path';
 import { pino } from 'pino';
-import { stats } from '../src/actors/semaphoreClient.js';
 import { loadConfig, mutableConfig } from '../src/config.js';
 import type { AdmissionClass } from '../src/machines/semaphore.js';
 import { createAudioProxy } from '../src/proxy.js';
+import { stats } from '../src/services/semaphoreClient.js';
 import { makeFixtures } from '../test/fixtures/audio.js';
 import {
   backgroundService,

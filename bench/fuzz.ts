@@ -22,10 +22,10 @@ import { request } from 'node:http';
 import fc from 'fast-check';
 import pLimit from 'p-limit';
 import { pino } from 'pino';
-import { stats } from '../src/actors/semaphoreClient.js';
 import { loadConfig } from '../src/config.js';
 import type { AudioProxy } from '../src/proxy.js';
 import { createAudioProxy } from '../src/proxy.js';
+import { stats } from '../src/services/semaphoreClient.js';
 import {
   anyRequestArb,
   type FuzzRequest,

@@ -23,9 +23,9 @@ import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import { stats } from '../src/actors/semaphoreClient.js';
 import { loadConfig } from '../src/config.js';
 import { createAudioProxy } from '../src/proxy.js';
+import { stats } from '../src/services/semaphoreClient.js';
 import { resolveFfmpeg } from '../src/workers/ffmpegPath.js';
 import { report } from './report.js';
 

@@ -12,8 +12,8 @@
  */
 import { pbkdf2 } from 'node:crypto';
 import { promisify } from 'node:util';
-import { join, startWaitingRoom, withAdmission } from '../src/actors/waitingRoomClient.js';
-import type { AdmissionQueueTelemetry, TicketView } from '../src/machines/admissionQueue.js';
+import type { TicketView, WaitingRoomTelemetry } from '../src/machines/waitingRoom.js';
+import { join, startWaitingRoom, withAdmission } from '../src/services/waitingRoomClient.js';
 
 const derive = promisify(pbkdf2);
 const started = Date.now();
@@ -42,7 +42,7 @@ const room = startWaitingRoom({
 });
 
 // What the room does, as the proxy would see it: slots reserved, claimed, released, finished.
-const describe = (e: AdmissionQueueTelemetry): string => {
+const describe = (e: WaitingRoomTelemetry): string => {
   switch (e.type) {
     case 'joined':
       return `${e.session} joined (${e.status}), ${e.queued} queued`;
@@ -69,7 +69,7 @@ for (const type of [
   'finished',
   'dropped',
 ] as const) {
-  room.on(type, (e) => console.log(`${stamp()}  room: ${describe(e as AdmissionQueueTelemetry)}`));
+  room.on(type, (e) => console.log(`${stamp()}  room: ${describe(e as WaitingRoomTelemetry)}`));
 }
 
 const lastSeen = new Map<string, string>();

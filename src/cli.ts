@@ -35,8 +35,8 @@ import { isIP } from 'node:net';
 import { parseArgs } from 'node:util';
 import { FATAL_EXIT_CODE } from './actors/system.js';
 import { ConfigError, configOrExit, configWarnings, loadConfig } from './config.js';
+import { ENCODED_URL_PATH, toUrlPath } from './core/rawPath.js';
 import { demoUrls, ensureDemoLibrary } from './demo.js';
-import { ENCODED_URL_PATH, toUrlPath } from './http/rawPath.js';
 import { sign } from './http/signature.js';
 import {
   DEFAULT_INSPECTOR_HOST,

@@ -10,9 +10,6 @@
  */
 
 export * from './actors/index.js';
-export * as semaphoreClient from './actors/semaphoreClient.js';
-export * as supervisorClient from './actors/supervisorClient.js';
-export * as waitingRoomClient from './actors/waitingRoomClient.js';
 export { createCapacityRegistry } from './cluster/capacityRegistry.js';
 export { createMembership } from './cluster/membership.js';
 export {
@@ -41,9 +38,9 @@ export {
   mutableConfig,
   staticConfig,
 } from './config.js';
+export { toRawPath } from './core/rawPath.js';
 export { DEMO_TRACKS, demoRoot, demoUrls, ensureDemoLibrary } from './demo.js';
 export { ERROR_TABLE, type ErrorRow, errorResponse, type Failure } from './http/errors.js';
-export { toRawPath } from './http/rawPath.js';
 export { INSECURE_SIGNATURE, sign } from './http/signature.js';
 export {
   InspectError,
@@ -51,20 +48,6 @@ export {
   type InspectorRelay,
   startInspectorRelay,
 } from './inspect.js';
-export {
-  ADMISSION_QUEUE_EVENTS,
-  type AdmissionQueueEvent,
-  type AdmissionQueueInput,
-  type AdmissionQueueTelemetry,
-  admissionQueueMachine,
-  type TicketView,
-  type WaitingRoomMessage,
-} from './machines/admissionQueue.js';
-export {
-  type CapacityRegistryContext,
-  type CapacityRegistryEvent,
-  capacityRegistryMachine,
-} from './machines/capacityRegistry.js';
 export {
   type ProbeCoordinatorEvent,
   type ProbeCoordinatorInput,
@@ -84,6 +67,11 @@ export {
   type SupervisorStats,
 } from './machines/processSupervisor.js';
 export { type ReadinessReply, readinessMachine } from './machines/readiness.js';
+export {
+  type RegistryLinkContext,
+  type RegistryLinkEvent,
+  registryLinkMachine,
+} from './machines/registryLink.js';
 export { type RenderEvent, type RenderInput, renderMachine } from './machines/render.js';
 export {
   type RenderCoordinatorEvent,
@@ -110,6 +98,15 @@ export {
   teeMachine,
 } from './machines/tee.js';
 export {
+  ADMISSION_QUEUE_EVENTS,
+  type TicketView,
+  type WaitingRoomEvent,
+  type WaitingRoomInput,
+  type WaitingRoomMessage,
+  type WaitingRoomTelemetry,
+  waitingRoomMachine,
+} from './machines/waitingRoom.js';
+export {
   type AudioProxy,
   type AudioProxyOptions,
   CLOSE_DRAIN_MS,
@@ -118,5 +115,8 @@ export {
   type ProxyFatal,
   VERSION,
 } from './proxy.js';
+export * as semaphoreClient from './services/semaphoreClient.js';
+export * as supervisorClient from './services/supervisorClient.js';
+export * as waitingRoomClient from './services/waitingRoomClient.js';
 export { CHANNELS, type ChannelName } from './telemetry/channels.js';
 export { resolveFfmpeg, resolveFfprobe } from './workers/ffmpegPath.js';

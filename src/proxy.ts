@@ -39,25 +39,7 @@ import type { AddressInfo, Server as NetServer } from 'node:net';
 import type { Logger } from 'pino';
 import { type Actor, type AnyActorRef, createActor, fromPromise } from 'xstate';
 import { call } from './actors/call.js';
-import { type ProbeResult, ProbeService } from './actors/probeService.js';
-import { RenderService } from './actors/renderService.js';
-import {
-  retryAfter as semaphoreRetryAfter,
-  stats as semaphoreStats,
-} from './actors/semaphoreClient.js';
-import {
-  startProcessSupervisor,
-  stopSupervisor,
-  supervisorStats,
-} from './actors/supervisorClient.js';
 import { createSystem, FATAL_STOP_BUDGET_MS, type Fatal } from './actors/system.js';
-import { TeeService } from './actors/teeService.js';
-import {
-  join as waitingRoomJoin,
-  leave as waitingRoomLeave,
-  status as waitingRoomStatus,
-} from './actors/waitingRoomClient.js';
-import { WaitingRoomService } from './actors/waitingRoomService.js';
 import { Cluster } from './cluster/cluster.js';
 import { type Config, type ConfigProvider, staticConfig } from './config.js';
 import { createLiveView } from './debug/liveView.js';
@@ -72,6 +54,25 @@ import { type ReadinessReply, readinessMachine } from './machines/readiness.js';
 import { renderMachine } from './machines/render.js';
 import { createBacklogBudget } from './machines/renderCoordinator.js';
 import { semaphoreMachine } from './machines/semaphore.js';
+import { type ProbeResult, ProbeService } from './services/probeService.js';
+import { RenderService } from './services/renderService.js';
+import {
+  retryAfter as semaphoreRetryAfter,
+  stats as semaphoreStats,
+} from './services/semaphoreClient.js';
+import { PoolProcess, SupervisedPool } from './services/supervisedPool.js';
+import {
+  startProcessSupervisor,
+  stopSupervisor,
+  supervisorStats,
+} from './services/supervisorClient.js';
+import { TeeService } from './services/teeService.js';
+import {
+  join as waitingRoomJoin,
+  leave as waitingRoomLeave,
+  status as waitingRoomStatus,
+} from './services/waitingRoomClient.js';
+import { WaitingRoomService } from './services/waitingRoomService.js';
 import { resolveRemote } from './sources/remote.js';
 import { createVariantStore, type VariantStore } from './store/index.js';
 import {
@@ -89,7 +90,6 @@ import { peaksFrameBudget } from './workers/peaks.js';
 import { createWorkerPool, type WorkerPool } from './workers/pool.js';
 import { buildProbeArgv, infoBody, parseProbe, probeVerdict } from './workers/probe.js';
 import { runProbe } from './workers/renderClient.js';
-import { PoolProcess, SupervisedPool } from './workers/supervisedPool.js';
 
 /** Readiness reads the semaphore's depth with this deadline; a slow read counts as depth 0. */
 export const READINESS_DEPTH_TIMEOUT_MS = 1_000;

@@ -4,13 +4,13 @@
  * recycles, against the same load with recycling off. Run: npx tsx --expose-gc measure.ts
  */
 import { Piscina } from 'piscina';
+import type { Process } from '../../src/machines/processSupervisor.js';
 import {
   runSupervised,
   startProcessSupervisor,
   stopSupervisor,
   supervisorStats,
-} from '../../src/actors/supervisorClient.js';
-import type { Process } from '../../src/machines/processSupervisor.js';
+} from '../../src/services/supervisorClient.js';
 
 const FILE = new URL('./echo-task.cjs', import.meta.url).href;
 const THREADS = 3; // 2 task slots + 1 health thread, as the render pool is sized on 2 cores

@@ -1,7 +1,7 @@
 /**
  * The registry client: claims render slots on this node or a peer through the Redis scripts in
  * `scripts.ts`, holds them as `Reservation`s, renews the committed ones, and reports what the
- * connection and every command did to the `capacityRegistry` chart, whose state is `stats()`.
+ * connection and every command did to the `registryLink` chart, whose state is `stats()`.
  *
  * ## Invariants
  * - **`null` means no room; a throw means "could not ask"** (`RegistryError`, with the worker
@@ -34,7 +34,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { createActor } from 'xstate';
-import { capacityRegistryMachine, statsOf } from '../machines/capacityRegistry.js';
+import { registryLinkMachine, statsOf } from '../machines/registryLink.js';
 import {
   CONNECT_TIMEOUT_MS,
   closeClusterRedis,
@@ -138,7 +138,7 @@ export function createCapacityRegistry(options: CapacityRegistryOptions): Capaci
   const k = keys(prefix);
   const now = () => (clock ? String(Math.floor(clock())) : '');
 
-  const chart = createActor(capacityRegistryMachine).start();
+  const chart = createActor(registryLinkMachine).start();
   const report = (error: RegistryError) => {
     chart.send({ type: 'op.failed', code: error.code, worker: error.worker });
     options.onError?.(error);

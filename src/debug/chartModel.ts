@@ -28,16 +28,16 @@
  * | a snapshot `value` | the ids of the active nodes, root first |
  */
 import type { AnyStateMachine, AnyStateNode, StateValue } from 'xstate';
-import { admissionQueueMachine } from '../machines/admissionQueue.js';
-import { capacityRegistryMachine } from '../machines/capacityRegistry.js';
 import { probeCoordinatorMachine } from '../machines/probeCoordinator.js';
 import { probeLimiterMachine } from '../machines/probeLimiter.js';
 import { processSupervisorMachine } from '../machines/processSupervisor.js';
 import { readinessMachine } from '../machines/readiness.js';
+import { registryLinkMachine } from '../machines/registryLink.js';
 import { renderMachine } from '../machines/render.js';
 import { renderCoordinatorMachine } from '../machines/renderCoordinator.js';
 import { semaphoreMachine } from '../machines/semaphore.js';
 import { teeMachine } from '../machines/tee.js';
+import { waitingRoomMachine } from '../machines/waitingRoom.js';
 
 export type ChartNodeType = 'atomic' | 'compound' | 'parallel' | 'final' | 'history';
 
@@ -85,12 +85,12 @@ export const CHART_MACHINES: readonly {
   { machine: renderCoordinatorMachine, title: 'Render coordinator (one per variant key)' },
   { machine: renderMachine, title: 'Render (one ffmpeg)' },
   { machine: processSupervisorMachine, title: 'Process supervisor (worker pools)' },
-  { machine: admissionQueueMachine, title: 'Waiting room (admission queue)' },
+  { machine: waitingRoomMachine, title: 'Waiting room (admission queue)' },
   { machine: probeLimiterMachine, title: 'Probe limiter' },
   { machine: probeCoordinatorMachine, title: 'Probe coordinator (one per source)' },
   { machine: readinessMachine, title: 'Readiness latch' },
   { machine: teeMachine, title: 'Tee (variant-store write-back)' },
-  { machine: capacityRegistryMachine, title: 'Cluster registry client (cluster mode)' },
+  { machine: registryLinkMachine, title: 'Cluster registry client (cluster mode)' },
 ];
 
 /** What a guard, action or invoke source is called; inline functions by their own name. */

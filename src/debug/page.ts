@@ -283,7 +283,7 @@ function paintCards() {
   }
   if (!coordinators.length) { const tr = el('tr'); tr.append(el('td', 'none', 'no render in progress')); renders.append(tr); }
 
-  const room = views.find((a) => a.chart === 'admissionQueue');
+  const room = views.find((a) => a.chart === 'waitingRoom');
   const roomEl = document.getElementById('room');
   roomEl.textContent = room
     ? room.value + ' \u00B7 queued ' + room.details.queue + ' \u00B7 tickets ' + room.details.tickets + ' \u00B7 slots ' + room.details.slots + (room.details.meanS != null ? ' \u00B7 mean ' + room.details.meanS + ' s' : '')

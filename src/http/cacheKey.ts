@@ -22,7 +22,7 @@
  * None.
  */
 import { createHash } from 'node:crypto';
-import { rawBytes } from './rawPath.js';
+import { rawBytes } from '../core/rawPath.js';
 
 const SEPARATOR = Buffer.from('\n');
 

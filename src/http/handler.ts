@@ -191,7 +191,7 @@ export interface ClusterEndpoints {
   >;
 }
 
-/** What the handler needs from the waiting room (see actors/waitingRoomService.ts). */
+/** What the handler needs from the waiting room (see services/waitingRoomService.ts). */
 export interface WaitingRoomEndpoints {
   join(
     session: string,

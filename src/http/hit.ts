@@ -33,8 +33,8 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
-import { InFlight } from '../actors/inflight.js';
 import type { ServeMode } from '../config.js';
+import { InFlight } from '../core/inflight.js';
 import type { StoredVariant, VariantStore } from '../store/types.js';
 import { publish } from '../telemetry/channels.js';
 import { errorResponse } from './errors.js';

@@ -24,7 +24,7 @@
  * None. Callers count outcomes.
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { rawBytes } from './rawPath.js';
+import { rawBytes } from '../core/rawPath.js';
 
 /** Characters of an unpadded base64url HMAC-SHA256 (32 bytes → 43 characters). */
 const SIGNATURE_CHARS = 43;

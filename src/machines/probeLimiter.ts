@@ -13,7 +13,7 @@
  * ## Races
  * - *Holder goes away without releasing*: `gone` takes the same branch as `release`, so the
  *   slot comes back either way; a late `gone` or a second release finds nothing and is a no-op.
- * - *Release into a stopped limiter*: the client (`release` in `actors/semaphoreClient.ts`)
+ * - *Release into a stopped limiter*: the client (`release` in `services/semaphoreClient.ts`)
  *   answers `ok` after 5 s at most; there is nothing left to give back to.
  *
  * ## The table is mutable, and that is safe

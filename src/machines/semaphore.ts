@@ -21,7 +21,7 @@
  * - *Capacity raised while waiters queue*: a request first grants what the new limit owes the
  *   waiters (`slotsOwed`) and is then reconsidered, so an arrival never overtakes them.
  * - *Grant after the caller gave up*: the client releases and drops what its inbox got
- *   (`actors/semaphoreClient.ts`); releasing a holder frees the slot, so none leaks.
+ *   (`services/semaphoreClient.ts`); releasing a holder frees the slot, so none leaks.
  * - *Holder or waiter goes away*: `gone` takes the branches of `release`; a displaced or
  *   released id is unknown afterwards, so a late `gone` for it changes nothing.
  * - *Preempted, then adopted* (a listener joined the orphan while `preempted` was on its way):

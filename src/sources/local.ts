@@ -41,7 +41,7 @@ import { createHash } from 'node:crypto';
 import { constants } from 'node:fs';
 import { type FileHandle, lstat, open, readlink, realpath, stat } from 'node:fs/promises';
 import { isAbsolute, join, resolve } from 'node:path';
-import { InFlight } from '../actors/inflight.js';
+import { InFlight } from '../core/inflight.js';
 import { type OpenOutcome, soleLease } from './lease.js';
 
 const MAX_PATH_BYTES = 1024; // past any real layout; PATH_MAX-sized paths could not open anyway

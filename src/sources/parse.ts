@@ -28,7 +28,7 @@
  * None.
  */
 import { isIPv6 } from 'node:net';
-import { rawBytes } from '../http/rawPath.js';
+import { rawBytes } from '../core/rawPath.js';
 import { isAllowed } from './allowlist.js';
 import { authorizeLocal } from './local.js';
 

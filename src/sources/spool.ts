@@ -30,7 +30,7 @@ import { randomBytes } from 'node:crypto';
 import { type FileHandle, open, unlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { InFlight } from '../actors/inflight.js';
+import { InFlight } from '../core/inflight.js';
 import { type OpenOutcome, type OpenRefusal, SharedHandle } from './lease.js';
 
 /** How long an idle spool is kept for the render that follows its probe, in ms. */

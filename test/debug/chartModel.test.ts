@@ -15,9 +15,9 @@ import {
   chartModel,
   flattenStates,
 } from '../../src/debug/chartModel.js';
-import { admissionQueueMachine } from '../../src/machines/admissionQueue.js';
 import { processSupervisorMachine } from '../../src/machines/processSupervisor.js';
 import { renderCoordinatorMachine } from '../../src/machines/renderCoordinator.js';
+import { waitingRoomMachine } from '../../src/machines/waitingRoom.js';
 
 /** State ids by an independent walk of the StateNode tree. */
 function nodeIds(machine: AnyStateMachine): string[] {
@@ -46,8 +46,8 @@ describe('chartModel: every machine', () => {
   it('covers the ten machines of src/machines', () => {
     expect(CHART_MACHINES.map((c) => c.machine.id).sort()).toEqual(
       [
-        'admissionQueue',
-        'capacityRegistry',
+        'waitingRoom',
+        'registryLink',
         'probeCoordinator',
         'probeLimiter',
         'processSupervisor',
@@ -130,13 +130,13 @@ describe('chartModel: labels and live values', () => {
       'renderCoordinator.rendering',
       'renderCoordinator.rendering.streaming',
     ]);
-    const room = chartModel(admissionQueueMachine);
+    const room = chartModel(waitingRoomMachine);
     expect(activeStateIds(room, { room: 'busy', sweeper: 'armed' })).toEqual([
-      'admissionQueue',
-      'admissionQueue.room',
-      'admissionQueue.room.busy',
-      'admissionQueue.sweeper',
-      'admissionQueue.sweeper.armed',
+      'waitingRoom',
+      'waitingRoom.room',
+      'waitingRoom.room.busy',
+      'waitingRoom.sweeper',
+      'waitingRoom.sweeper.armed',
     ]);
     expect(activeStateIds(coordinator, 'nonsense')).toEqual(['renderCoordinator']);
   });

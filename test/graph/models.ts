@@ -17,12 +17,6 @@ import {
   fromCallback,
   setup,
 } from 'xstate';
-import { admissionQueueMachine, type RoomSlot } from '../../src/machines/admissionQueue.js';
-import {
-  type CapacityRegistryContext,
-  type CapacityRegistryEvent,
-  capacityRegistryMachine,
-} from '../../src/machines/capacityRegistry.js';
 import { probeCoordinatorMachine } from '../../src/machines/probeCoordinator.js';
 import {
   cloneProbeLimiterSnapshot,
@@ -35,6 +29,11 @@ import {
   processSupervisorMachine,
 } from '../../src/machines/processSupervisor.js';
 import { readinessMachine } from '../../src/machines/readiness.js';
+import {
+  type RegistryLinkContext,
+  type RegistryLinkEvent,
+  registryLinkMachine,
+} from '../../src/machines/registryLink.js';
 import { type RenderContext, renderMachine } from '../../src/machines/render.js';
 import {
   createBacklogBudget,
@@ -48,6 +47,7 @@ import {
   semaphoreMachine,
 } from '../../src/machines/semaphore.js';
 import { type TeeContext, teeMachine } from '../../src/machines/tee.js';
+import { type RoomSlot, waitingRoomMachine } from '../../src/machines/waitingRoom.js';
 import type { WorkerPool } from '../../src/workers/pool.js';
 import type { GraphModel } from './walk.js';
 
@@ -504,7 +504,7 @@ const processSupervisor: GraphModel<null> = {
 };
 
 // ---------------------------------------------------------------------------------------------
-// admissionQueue: sessions a, b and c; time passes only when the walk says so.
+// waitingRoom: sessions a, b and c; time passes only when the walk says so.
 
 /** Past both the 1 s reservation and the 1 s heartbeat: everything open becomes due. */
 const ADVANCE_MS = 1_001;
@@ -538,12 +538,12 @@ function roomKey(s: Snapshot): string {
 
 const SESSIONS = ['a', 'b', 'c'];
 
-function admissionQueue(slots: number, maxLength: number, sweepMs: number): GraphModel<RoomEnv> {
+function waitingRoom(slots: number, maxLength: number, sweepMs: number): GraphModel<RoomEnv> {
   return {
-    name: 'admissionQueue',
+    name: 'waitingRoom',
     variant: `${slots} slot(s), queue ${maxLength}, sweep ${sweepMs ? `every ${sweepMs} ms` : 'off'}`,
-    machine: admissionQueueMachine,
-    provide: () => admissionQueueMachine,
+    machine: waitingRoomMachine,
+    provide: () => waitingRoomMachine,
     env: () => ({ nowMs: 0, ids: 0 }),
     input: (env) => ({
       slots,
@@ -621,12 +621,12 @@ const tee: GraphModel<null> = {
   },
 };
 
-// capacityRegistry: the cluster registry client's lifecycle; the events are what the client
+// registryLink: the cluster registry client's lifecycle; the events are what the client
 // reports, so a reservation ends only from where one is.
 
-function capacityRegistryEvents(snapshot: AnyMachineSnapshot): EventObject[] {
-  const { reserved, committed } = snapshot.context as CapacityRegistryContext;
-  const out: CapacityRegistryEvent[] = [
+function registryLinkEvents(snapshot: AnyMachineSnapshot): EventObject[] {
+  const { reserved, committed } = snapshot.context as RegistryLinkContext;
+  const out: RegistryLinkEvent[] = [
     { type: 'redis.ready' },
     { type: 'redis.down', message: 'connection closed' },
     { type: 'op.ok' },
@@ -648,16 +648,16 @@ function capacityRegistryEvents(snapshot: AnyMachineSnapshot): EventObject[] {
   return out as EventObject[];
 }
 
-const capacityRegistry: GraphModel<null> = {
-  name: 'capacityRegistry',
+const registryLink: GraphModel<null> = {
+  name: 'registryLink',
   variant: 'one client, counts capped at several',
-  machine: capacityRegistryMachine,
-  provide: () => capacityRegistryMachine,
+  machine: registryLinkMachine,
+  provide: () => registryLinkMachine,
   env: () => null,
   input: () => undefined,
-  events: capacityRegistryEvents,
+  events: registryLinkEvents,
   serialize: (s) => {
-    const { reserved, committed } = s.context as CapacityRegistryContext;
+    const { reserved, committed } = s.context as RegistryLinkContext;
     return JSON.stringify([s.value, capped(reserved), capped(committed)]);
   },
 };
@@ -672,9 +672,9 @@ export const MODELS: Readonly<Record<string, readonly GraphModel<any>[]>> = {
   render: [render],
   probeCoordinator: [probeCoordinator],
   processSupervisor: [processSupervisor],
-  admissionQueue: [admissionQueue(2, 1, 0), admissionQueue(1, 1, 1_000)],
+  waitingRoom: [waitingRoom(2, 1, 0), waitingRoom(1, 1, 1_000)],
   tee: [tee],
-  capacityRegistry: [capacityRegistry],
+  registryLink: [registryLink],
 };
 
 /**

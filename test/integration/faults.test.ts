@@ -7,7 +7,7 @@
  */
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { stats } from '../../src/actors/semaphoreClient.js';
+import { stats } from '../../src/services/semaphoreClient.js';
 import {
   closeLeavingNothing,
   get,

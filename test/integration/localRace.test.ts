@@ -14,7 +14,7 @@ import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { stats } from '../../src/actors/semaphoreClient.js';
+import { stats } from '../../src/services/semaphoreClient.js';
 import { resolveFfmpeg } from '../../src/workers/ffmpegPath.js';
 import { makeFixtures } from '../fixtures/audio.js';
 import { closeLeavingNothing, get, type Harness, startHarness, waitFor } from './harness.js';

@@ -14,7 +14,7 @@ import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { stats } from '../../src/actors/semaphoreClient.js';
+import { stats } from '../../src/services/semaphoreClient.js';
 import { FileVariantStore } from '../../src/store/file.js';
 import { resolveFfmpeg } from '../../src/workers/ffmpegPath.js';
 import { get, type Harness, isAlive, startHarness, waitFor } from './harness.js';

@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { AnyActorRef, InspectionEvent } from 'xstate';
-import { stats } from '../../src/actors/semaphoreClient.js';
+import { stats } from '../../src/services/semaphoreClient.js';
 import { closeLeavingNothing, get, type Harness, startHarness, waitFor } from './harness.js';
 import { exposeGc, wavWithChannels } from './ownershipHelpers.js';
 

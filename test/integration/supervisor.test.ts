@@ -6,8 +6,8 @@
  */
 import diagnostics from 'node:diagnostics_channel';
 import { afterEach, describe, expect, it } from 'vitest';
-import { restartSupervisor, supervisorStats } from '../../src/actors/supervisorClient.js';
 import { WORKER_POOL_TRANSITION_CHANNEL } from '../../src/proxy.js';
+import { restartSupervisor, supervisorStats } from '../../src/services/supervisorClient.js';
 import {
   closeLeavingNothing,
   get,

@@ -7,7 +7,7 @@
  * left to requests without a ticket (see waitingRoomAdmission.test.ts).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { stats } from '../../src/actors/semaphoreClient.js';
+import { stats } from '../../src/services/semaphoreClient.js';
 import { get, type Harness, startHarness, waitFor } from './harness.js';
 
 let h: Harness;

@@ -9,8 +9,8 @@
  *   `runEnded`, so the room's slot never stays `running`.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { stats } from '../../src/actors/semaphoreClient.js';
 import { sign } from '../../src/http/signature.js';
+import { stats } from '../../src/services/semaphoreClient.js';
 import { get, type Harness, startHarness, waitFor } from './harness.js';
 
 const KEY_HEX = '9f'.repeat(32);

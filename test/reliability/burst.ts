@@ -25,7 +25,7 @@
 import { spawn } from 'node:child_process';
 import diagnostics from 'node:diagnostics_channel';
 import { fileURLToPath } from 'node:url';
-import { stats } from '../../src/actors/semaphoreClient.js';
+import { stats } from '../../src/services/semaphoreClient.js';
 import { SEMAPHORE_CHANNELS, type TelemetryMessage } from '../../src/telemetry/channels.js';
 import { startHarness, waitFor } from '../integration/harness.js';
 import type { BurstClientSummary } from './burstClient.js';

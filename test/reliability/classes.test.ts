@@ -5,7 +5,7 @@
 // and that nothing is lost: every request ends 200 or was told `queue_full`/displaced.
 import { basename } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { stats } from '../../src/actors/semaphoreClient.js';
+import { stats } from '../../src/services/semaphoreClient.js';
 import {
   closeLeavingNothing,
   type Harness,

@@ -27,7 +27,6 @@
 import diagnostics from 'node:diagnostics_channel';
 import { request as httpRequest } from 'node:http';
 import type { AnyActorRef } from 'xstate';
-import { RenderService } from '../../src/actors/renderService.js';
 import type { ConfigProvider } from '../../src/config.js';
 import { cacheKey } from '../../src/http/cacheKey.js';
 import type { RenderRequest } from '../../src/http/handler.js';
@@ -35,6 +34,7 @@ import { parseRoute } from '../../src/http/options.js';
 import { renderMachine } from '../../src/machines/render.js';
 import type { SubscriberMessage } from '../../src/machines/renderCoordinator.js';
 import type { AdmissionClass } from '../../src/machines/semaphore.js';
+import { RenderService } from '../../src/services/renderService.js';
 import { SEMAPHORE_PREFIX } from '../../src/telemetry/channels.js';
 import { buildRenderArgv } from '../../src/workers/argv.js';
 import type { WorkerPool } from '../../src/workers/pool.js';

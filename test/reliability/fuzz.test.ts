@@ -9,8 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { stats } from '../../src/actors/semaphoreClient.js';
 import { ERROR_TABLE } from '../../src/http/errors.js';
+import { stats } from '../../src/services/semaphoreClient.js';
 import { closeLeavingNothing, get, type Harness, startHarness } from '../integration/harness.js';
 import {
   anyRequestArb,

@@ -14,7 +14,7 @@
 // Cases run one at a time, so a canary read is attributed to the case that made it.
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { stats } from '../../src/actors/semaphoreClient.js';
+import { stats } from '../../src/services/semaphoreClient.js';
 import { type Harness, startHarness, waitFor } from '../integration/harness.js';
 import {
   CASE_TIMEOUT_MS,

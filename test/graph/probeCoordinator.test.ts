@@ -1,7 +1,0 @@
-// Every state and transition of the probeCoordinator chart is reached by a test generated from the chart
-// itself: `xstate/graph` plans the shortest paths over the model's sample events in
-// test/graph/models.ts, and each path is replayed on a live actor (fake I/O, simulated clock),
-// which must end in the planned state having fired the planned transitions.
-import { chartSuite } from './suite.js';
-
-chartSuite('probeCoordinator');

@@ -1,0 +1,8 @@
+// Every state and transition of the Tee chart (the variant store's write-back subscriber) is
+// reached by a test generated from the chart itself: `xstate/graph` plans the shortest paths over
+// the model's sample events in test/graph/models.ts, and each path is replayed on a live actor
+// (a fake writer, simulated clock), which must end in the planned state having fired the planned
+// transitions.
+import { chartSuite } from '../../graph/suite.js';
+
+chartSuite('tee');
