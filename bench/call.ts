@@ -15,7 +15,8 @@
  */
 import { performance } from 'node:perf_hooks';
 import { createActor, setup } from 'xstate';
-import { type CallEnvelope, call, type ReplyEvent, reply } from '../src/actors/call.js';
+import { call } from '../src/actors/call.js';
+import { type CallEnvelope, type ReplyEvent, reply } from '../src/core/protocol.js';
 
 const CALLS_PER_ROUND = Number(process.argv[2] ?? 200_000);
 const ROUNDS = Number(process.argv[3] ?? 5);

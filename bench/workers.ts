@@ -22,9 +22,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { promisify } from 'node:util';
+import { BATCH_BYTES, FLUSH_MS, type RenderSpec } from '../src/core/worker.js';
 import { createWorkerPool, type WorkerPool } from '../src/workers/pool.js';
-import { type RenderSpec, runRender } from '../src/workers/renderClient.js';
-import { BATCH_BYTES, FLUSH_MS } from '../src/workers/renderTask.js';
+import { runRender } from '../src/workers/renderClient.js';
 import { fmtSpread, loadAvg, spread, spreadFigures } from './cpuclock.js';
 import { report } from './report.js';
 

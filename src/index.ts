@@ -38,9 +38,10 @@ export {
   mutableConfig,
   staticConfig,
 } from './config.js';
+export type { Failure } from './core/failure.js';
 export { toRawPath } from './core/rawPath.js';
 export { DEMO_TRACKS, demoRoot, demoUrls, ensureDemoLibrary } from './demo.js';
-export { ERROR_TABLE, type ErrorRow, errorResponse, type Failure } from './http/errors.js';
+export { ERROR_TABLE, type ErrorRow, errorResponse } from './http/errors.js';
 export { INSECURE_SIGNATURE, sign } from './http/signature.js';
 export {
   InspectError,
@@ -115,6 +116,7 @@ export {
   type ProxyFatal,
   VERSION,
 } from './proxy.js';
+export { renderLogic } from './services/renderLogic.js';
 export * as semaphoreClient from './services/semaphoreClient.js';
 export * as supervisorClient from './services/supervisorClient.js';
 export * as waitingRoomClient from './services/waitingRoomClient.js';

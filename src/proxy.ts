@@ -42,19 +42,21 @@ import { call } from './actors/call.js';
 import { createSystem, FATAL_STOP_BUDGET_MS, type Fatal } from './actors/system.js';
 import { Cluster } from './cluster/cluster.js';
 import { type Config, type ConfigProvider, staticConfig } from './config.js';
+import type { RenderRequest } from './core/request.js';
+import type { ResolvedSource } from './core/source.js';
 import { createLiveView } from './debug/liveView.js';
 import { type AcceptGate, gateConnections } from './http/acceptGate.js';
 import { errorResponse } from './http/errors.js';
-import { createHandler, type RenderRequest, type ResolvedSource } from './http/handler.js';
+import { createHandler } from './http/handler.js';
 import { TurnBudget } from './http/turns.js';
 import { type InspectOption, inspectRedactions, openInspection } from './inspect.js';
 import { probeLimiterMachine } from './machines/probeLimiter.js';
 import type { SupervisorState, SupervisorTelemetry } from './machines/processSupervisor.js';
 import { type ReadinessReply, readinessMachine } from './machines/readiness.js';
-import { renderMachine } from './machines/render.js';
 import { createBacklogBudget } from './machines/renderCoordinator.js';
 import { semaphoreMachine } from './machines/semaphore.js';
 import { type ProbeResult, ProbeService } from './services/probeService.js';
+import { renderLogic } from './services/renderLogic.js';
 import { RenderService } from './services/renderService.js';
 import {
   retryAfter as semaphoreRetryAfter,
@@ -293,7 +295,6 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
   );
 
   // 4. services
-  const renderLogic = renderMachine;
   // Coordinators are supervised by the system once it exists (a chart that throws is a bug).
   let supervise: (actor: AnyActorRef, name: string) => void = () => {};
   const renders = new RenderService({

@@ -8,7 +8,8 @@ import { dirname, join, normalize } from 'node:path';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
-import { ERROR_TABLE, type ErrorRow, errorResponse, type Failure } from '../src/http/errors.js';
+import type { Failure } from '../src/core/failure.js';
+import { ERROR_TABLE, type ErrorRow, errorResponse } from '../src/http/errors.js';
 import * as publicSurface from '../src/index.js';
 import { createAudioProxy } from '../src/proxy.js';
 

@@ -1,6 +1,7 @@
 /**
- * GenServer-style messaging between async code and XState actors: `call`, `cast`, `reply`,
- * and the `notify`/`inbox` pair for unsolicited messages to one participant.
+ * GenServer-style messaging between async code and XState actors: `call`, `cast`, and the
+ * `notify`/`inbox` pair for unsolicited messages to one participant. The protocol's data (the
+ * envelope, the reply, `answer`/`reply` for callees) is `core/protocol.ts`.
  *
  * A call is the request event plus a correlation id (`callId`) and, between machines, a reply
  * address (`replyTo`). The callee answers from an action in the transition that handles the
@@ -40,38 +41,9 @@
  * Observing an actor here handles its XState `error` (pending calls fail); turning an actor
  * error into a crash is the system's job (`system.ts`), not this module's.
  */
-import {
-  type ActionFunction,
-  type AnyActorRef,
-  type EventObject,
-  emit,
-  enqueueActions,
-  type MachineContext,
-  sendTo,
-} from 'xstate';
+import type { AnyActorRef } from 'xstate';
+import type { NotifyEvent, ReplyEvent } from '../core/protocol.js';
 import { publishInternalError } from '../telemetry/channels.js';
-
-/** What every call event carries besides its own fields. */
-export interface CallEnvelope {
-  /** Correlation id; unique for the life of the process. */
-  readonly callId?: number;
-  /** Where the reply goes. Absent: emitted to the callee's `reply` listeners. */
-  readonly replyTo?: AnyActorRef;
-}
-
-/** The reply event as emitted by a callee or delivered to a calling actor. */
-export interface ReplyEvent<P = unknown> {
-  readonly type: 'reply';
-  readonly callId: number;
-  readonly payload: P;
-}
-
-/** An unsolicited message to one participant, emitted by the actor that owns the participant. */
-export interface NotifyEvent<M = unknown> {
-  readonly type: 'notify';
-  readonly to: string;
-  readonly message: M;
-}
 
 export type CallErrorCode = 'ERR_CALL_TIMEOUT' | 'ERR_CALL_ABORTED' | 'ERR_CALLEE_STOPPED';
 
@@ -324,31 +296,4 @@ export function inbox<M = unknown>(
 /** How many calls to `actor` are waiting for a reply (for tests and leak checks). */
 export function pendingCalls(actor: AnyActorRef): number {
   return mailboxes.get(actor)?.pending.size ?? 0;
-}
-
-/**
- * The action that answers a call: `reply(({ event, context }) => payload)`. Sends to `replyTo`
- * when the request named an actor, otherwise emits for the callee's `reply` listener. A request
- * with no `callId` was a cast, and gets no reply (`payload` is not even evaluated).
- * Annotate `context`/`event` in `payload` as needed; the returned action is loose on context
- * on purpose (XState types `self` invariantly, which would reject any partial annotation).
- */
-export function reply<
-  TContext extends MachineContext,
-  TEvent extends EventObject & CallEnvelope,
-  P = unknown,
->(
-  payload: (args: { context: TContext; event: TEvent }) => P,
-): ActionFunction<any, TEvent, any, any, any, any, any, any, any> {
-  return enqueueActions(({ context, event, enqueue }: any) => {
-    const request = event as TEvent;
-    if (request.callId === undefined) return;
-    const answer: ReplyEvent<P> = {
-      type: 'reply',
-      callId: request.callId,
-      payload: payload({ context: context as TContext, event: request }),
-    };
-    if (request.replyTo) enqueue(sendTo(request.replyTo, answer));
-    else enqueue(emit(answer as any));
-  }) as ActionFunction<any, TEvent, any, any, any, any, any, any, any>;
 }

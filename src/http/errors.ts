@@ -24,30 +24,7 @@
  * ## Events
  * None.
  */
-
-/** Every way a signed request can fail, as data. */
-export type Failure =
-  | { readonly type: 'invalid_signature' }
-  /** `scope: 'route'` is the router's own miss (`No such resource`); default is a source. */
-  | { readonly type: 'not_found'; readonly scope?: 'source' | 'route' }
-  | { readonly type: 'expired' }
-  | { readonly type: 'source_too_large' }
-  | { readonly type: 'source_too_long' }
-  | { readonly type: 'undecodable_source' }
-  | { readonly type: 'video_source' }
-  | { readonly type: 'range_not_satisfiable'; readonly size: number }
-  | { readonly type: 'invalid_options'; readonly message: string }
-  | { readonly type: 'queue_full'; readonly retryAfterS: number }
-  | { readonly type: 'render_failed' }
-  | { readonly type: 'probe_failed' }
-  | { readonly type: 'not_configured' }
-  | { readonly type: 'upstream_unavailable' }
-  /** `close()` has begun: this node takes no new work (see proxy.ts). */
-  | { readonly type: 'shutting_down'; readonly retryAfterS: number }
-  | { readonly type: 'render_timeout' }
-  | { readonly type: 'probe_timeout' };
-
-export type FailureClass = Failure['type'];
+import type { Failure, FailureCode } from '../core/failure.js';
 
 export interface ErrorResponse {
   readonly status: number;
@@ -58,7 +35,7 @@ export interface ErrorResponse {
 }
 
 export interface ErrorRow {
-  readonly type: FailureClass;
+  readonly type: FailureCode;
   readonly scope?: 'source' | 'route';
   readonly status: number;
   /** The body's `error` value. */
@@ -111,7 +88,7 @@ export const ERROR_TABLE: readonly ErrorRow[] = Object.freeze([
 ]);
 
 function row(
-  type: FailureClass,
+  type: FailureCode,
   status: number,
   message: string | undefined,
   cacheControl: string,

@@ -34,10 +34,12 @@ import type { AnyActorRef } from 'xstate';
 import type { GoneReason } from '../actors/monitor.js';
 import { watch } from '../actors/monitor.js';
 import type { Config, ConfigProvider } from '../config.js';
-import type { RenderFailure, SubscriberMessage } from '../machines/renderCoordinator.js';
-import type { OpenSource } from '../sources/lease.js';
+import type { Failure, RenderFailure } from '../core/failure.js';
+import type { ProbeOutcome, RenderRequest, SubscribeOutcome } from '../core/request.js';
+import type { ResolvedSource, Source } from '../core/source.js';
+import type { SubscriberMessage } from '../machines/renderCoordinator.js';
 import { localEtagMaterial, openLocal, resolveLocal } from '../sources/local.js';
-import { authorizeSource, parseSource, type Source } from '../sources/parse.js';
+import { authorizeSource, parseSource } from '../sources/parse.js';
 import type { VariantStore } from '../store/types.js';
 import {
   type InternalErrorRequest,
@@ -48,11 +50,10 @@ import {
 import { admissionVerdict } from '../workers/probe.js';
 import { cacheKey, etagOf, ifNoneMatchMatches, infoEtag } from './cacheKey.js';
 import { corsHeaders, preflightResponse } from './cors.js';
-import { errorResponse, type Failure } from './errors.js';
+import { errorResponse } from './errors.js';
 import { clampCacheControl, isExpired } from './expiry.js';
 import { contentDisposition, contentTypeFor, IMMUTABLE_CACHE_CONTROL } from './headers.js';
 import { lookupVariant, serveHit } from './hit.js';
-import type { RenderOptions } from './options.js';
 import { parseRoute } from './options.js';
 import { joinCredential, SessionCookies, sessionSetCookie } from './roomAccess.js';
 import { splitPath, verifySignature } from './signature.js';
@@ -67,60 +68,6 @@ const INFO_CACHE_CONTROL = 'public, max-age=3600';
 const INFO_CACHE_CONTROL_NO_ETAG = 'public, max-age=60';
 
 export type Endpoint = 'render' | 'info' | 'health' | 'ready' | 'metrics' | 'preflight' | 'unknown';
-
-/** A source that passed authorisation and stat, as ffmpeg will read it. */
-export interface ResolvedSource {
-  readonly source: Source;
-  readonly canonical: string;
-  /** Where the bytes come from (for logs): the resolved path, or the source URL. */
-  readonly input: {
-    readonly url: string;
-    readonly kind: 'local' | 's3' | 'https';
-  };
-  /**
-   * Opens the source for one ffmpeg/ffprobe run: the proxy reads, ffmpeg gets the descriptor
-   * (`sources/lease.ts`). Absent only in tests that never spawn.
-   */
-  readonly open?: OpenSource;
-  readonly size?: number;
-  readonly mtimeMs?: number;
-}
-
-export type ProbeOutcome =
-  | {
-      readonly ok: true;
-      /** The /info body (snake_case, unknown fields absent). */
-      readonly info: Record<string, unknown>;
-      /** What the render needs from the probe: rate, channels, depth, duration. */
-      readonly media?: {
-        readonly sampleRate?: number;
-        readonly channels?: number;
-        readonly bitDepth?: number;
-        readonly duration?: number;
-      };
-    }
-  | { readonly ok: false; readonly failure: Failure };
-
-export interface RenderRequest {
-  /** A semaphore slot id to take over instead of requesting one (a waiting-room claim). */
-  readonly adoptSlotId?: string;
-  /** A cluster registry reservation this render was handed off with (a peer's full queue). */
-  readonly clusterReservation?: string;
-  readonly key: string;
-  readonly options: RenderOptions;
-  readonly source: ResolvedSource;
-  /** The probe gate's findings about the source (absent only when no probe ran). */
-  readonly media?: Extract<ProbeOutcome, { ok: true }>['media'];
-}
-
-export type SubscribeOutcome =
-  | {
-      readonly type: 'miss' | 'coalesced';
-      readonly coordinator: AnyActorRef;
-      readonly state: 'queued' | 'rendering' | 'completed';
-      readonly backlog: readonly Buffer[];
-    }
-  | { readonly type: 'failed'; readonly failure: RenderFailure };
 
 /** What the handler needs from the rest of the system. */
 export interface HandlerServices {

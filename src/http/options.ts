@@ -28,18 +28,28 @@
  * None. The 422 is data (`InvalidOptions`); `errors.ts` maps it to HTTP.
  */
 
-export const FORMATS = ['mp3', 'opus', 'ogg', 'aac', 'm4a', 'flac', 'wav', 'peaks'] as const;
-export type Format = (typeof FORMATS)[number];
-export type BitDepth = '16' | '24' | '32f';
-export type PeaksFormat = 'json' | 'dat';
-export type EnhancePreset = 'voice';
+import {
+  type BitDepth,
+  DEFAULT_FORMAT,
+  DEFAULT_NORM,
+  DEFAULT_PEAK_CHANNELS,
+  DEFAULT_PEAK_COUNT,
+  DEFAULT_PEAKS_FORMAT,
+  ENHANCE_PRESETS,
+  FORMATS,
+  type Format,
+  LOSSY_SAMPLE_RATE_CAP_HZ,
+  type PeaksFormat,
+  REQUEST_KEYS,
+  type RenderOptions,
+  renderNumber,
+  VARIANT_KEYS,
+} from '../core/variant.js';
 
 const LOSSY: ReadonlySet<Format> = new Set<Format>(['mp3', 'opus', 'ogg', 'aac', 'm4a']);
 const LOSSLESS: ReadonlySet<Format> = new Set<Format>(['flac', 'wav']);
 const BIT_DEPTHS: readonly BitDepth[] = ['16', '24', '32f'];
 const PEAKS_FORMATS: readonly PeaksFormat[] = ['json', 'dat'];
-/** Pinned presets: a preset names an exact filter chain forever; a new chain is a new name. */
-export const ENHANCE_PRESETS: readonly EnhancePreset[] = ['voice'];
 
 /** Each encoder's own quality scale; wav (PCM) has none. flac's is its compression level. */
 const QUALITY_RANGES: Readonly<Partial<Record<Format, readonly [number, number]>>> = {
@@ -53,45 +63,17 @@ const QUALITY_RANGES: Readonly<Partial<Record<Format, readonly [number, number]>
 
 const MAX_BITRATE_KBPS = 10_000; // far above any codec's real ceiling; a typo fails here, not in ffmpeg
 const MAX_SAMPLE_RATE_HZ = 384_000; // the highest rate any real master uses
-/** Lossy encoders gain nothing above 48 kHz. Exported for the argv builder's source-rate clamp. */
-export const LOSSY_SAMPLE_RATE_CAP_HZ = 48_000;
 const MAX_PEAK_COUNT = 100_000; // bounds the reducer's allocation; a waveform wider than any screen
 const MAX_GAIN_DB = 100; // beyond this the output is silence or a square wave
 const MAX_EXP_S = 253_402_300_799; // the last second of year 9999: a larger value is a typo
 /** Time values above this lose millisecond exactness in a double (1e12 s × 1000 < 2^53). */
 const MAX_SECONDS = 1e12;
-const MAX_DECIMAL_PLACES = 3; // millisecond precision: float formatting can never move a key
 
-export const DEFAULT_FORMAT: Format = 'mp3';
-export const DEFAULT_PEAK_COUNT = 800; // one pair per pixel of a typical player width
-export const DEFAULT_PEAKS_FORMAT: PeaksFormat = 'json';
-export const DEFAULT_PEAK_CHANNELS = 1; // a waveform UI draws one shape
-export const DEFAULT_NORM: Readonly<NormTargets> = Object.freeze({ i: -16, tp: -1.5, lra: 11 });
 /** loudnorm's documented input ranges. */
 const NORM_I_RANGE: readonly [number, number] = [-70, -5];
 const NORM_TP_RANGE: readonly [number, number] = [-9, 0];
 const NORM_LRA_RANGE: readonly [number, number] = [1, 50];
 
-/** Keys that describe the rendered bytes, in canonical (sorted) order. */
-export const VARIANT_KEYS = [
-  'bd',
-  'br',
-  'cb',
-  'ch',
-  'dl',
-  'enhance',
-  'f',
-  'fade',
-  'gain',
-  'norm',
-  'pk_fmt',
-  'pts',
-  'q',
-  'sr',
-  't',
-] as const;
-/** Keys that describe the request: signed, validated, never part of the key. */
-export const REQUEST_KEYS = ['exp'] as const;
 type VariantKey = (typeof VARIANT_KEYS)[number];
 type OptionKey = VariantKey | (typeof REQUEST_KEYS)[number];
 const ALL_KEYS: ReadonlySet<string> = new Set<string>([...VARIANT_KEYS, ...REQUEST_KEYS]);
@@ -104,40 +86,6 @@ const INFO_SEGMENT = 'info';
 const INTEGER = /^\d+$/;
 const DECIMAL = /^-?\d+(\.\d{1,3})?$/;
 const LONG_DECIMAL = /^-?\d+\.\d+$/;
-
-export interface NormTargets {
-  /** Integrated loudness target, LUFS. */
-  readonly i: number;
-  /** True peak ceiling, dBTP. */
-  readonly tp: number;
-  /** Loudness range target, LU. */
-  readonly lra: number;
-}
-
-/** A parsed, validated variant description. Absent fields follow the source or skip the stage. */
-export interface RenderOptions {
-  readonly format: Format;
-  readonly bitrateK?: number;
-  readonly quality?: number;
-  readonly sampleRate?: number;
-  /** Under `f:peaks` always present (default 1). */
-  readonly channels?: 1 | 2;
-  readonly bitDepth?: BitDepth;
-  /** `duration` absent: to the end of the source. */
-  readonly trim?: { readonly start: number; readonly duration?: number };
-  /** An omitted out-fade is 0. */
-  readonly fade?: { readonly in: number; readonly out: number };
-  readonly gainDb?: number;
-  readonly norm?: NormTargets;
-  readonly enhance?: EnhancePreset;
-  /** Under `f:peaks` always present (default 800). */
-  readonly pts?: number;
-  /** Under `f:peaks` always present (default json). */
-  readonly peaksFormat?: PeaksFormat;
-  /** Still percent-encoded, exactly as in the path. See `headers.ts` for the header. */
-  readonly download?: string;
-  readonly cacheBuster?: string;
-}
 
 /** Options about the request rather than the variant. */
 export interface RequestOptions {
@@ -259,19 +207,6 @@ function invalid(reason: OptionErrorReason, segment: string, related?: string): 
 
 // ---------------------------------------------------------------------------------------------
 // Numbers
-
-/**
- * The canonical minimal rendering: `30` not `30.0`, `12.5` not `12.50`, at most three places.
- * Every number in a normalised string goes through here; the argv builder should use it too, so
- * the key and the command cannot disagree about a value.
- */
-export function renderNumber(n: number): string {
-  if (!Number.isFinite(n)) throw new RangeError(`cannot render ${n} as an option number`);
-  if (Object.is(n, -0)) return '0';
-  if (Number.isInteger(n)) return String(n);
-  const fixed = n.toFixed(MAX_DECIMAL_PLACES).replace(/0+$/, '').replace(/\.$/, '');
-  return fixed === '-0' ? '0' : fixed;
-}
 
 /** Milliseconds, exact for every value the grammar accepts. */
 function millis(seconds: number): number {

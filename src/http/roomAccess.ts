@@ -34,7 +34,7 @@
  * None.
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import type { Failure } from './errors.js';
+import type { Failure } from '../core/failure.js';
 import { isExpired } from './expiry.js';
 import { parseRoute } from './options.js';
 import type { SignatureConfig } from './signature.js';

@@ -26,17 +26,11 @@
  * | probe done / error | invoked `probe` actor | release the slot; share or fail |
  */
 import { type AnyActorLogic, type AnyActorRef, emit, enqueueActions, sendTo, setup } from 'xstate';
+import type { ProbeFailureClass } from '../core/failure.js';
+import { answer, type ReplyEvent } from '../core/protocol.js';
 
 /** Requests already in flight when the verdict lands are served from it, not re-probed. */
 export const PROBE_LINGER_MS = 1_000; // matches the render linger; a miss just probes again
-
-export type ProbeFailureClass =
-  | 'not_found'
-  | 'probe_timeout'
-  | 'probe_failed'
-  /** The source could not be opened: its origin failed (502) or its credentials did (500). */
-  | 'upstream_unavailable'
-  | 'not_configured';
 
 const PROBE_FAILURE_CLASSES: ReadonlySet<string> = new Set([
   'not_found',
@@ -84,10 +78,6 @@ export type ProbeCoordinatorEvent =
   | { type: 'leave'; id: string }
   | { type: 'gone'; id: string; reason?: unknown };
 
-function answer(callId: number, payload: unknown) {
-  return { type: 'reply' as const, callId, payload };
-}
-
 export const probeCoordinatorMachine = setup({
   types: {
     input: {} as ProbeCoordinatorInput,
@@ -95,7 +85,7 @@ export const probeCoordinatorMachine = setup({
     events: {} as ProbeCoordinatorEvent,
     emitted: {} as
       | { type: 'notify'; to: string; message: ProbeWaiterMessage<unknown> }
-      | { type: 'reply'; callId: number; payload: unknown }
+      | ReplyEvent
       | { type: 'unregister' },
   },
   actors: {
@@ -112,14 +102,12 @@ export const probeCoordinatorMachine = setup({
     },
     replyJoin: enqueueActions(
       ({ context, event, enqueue }, params: { state: 'pending' | 'held' | 'stopping' }) => {
-        if (event.type !== 'join' || event.callId === undefined) return;
+        if (event.type !== 'join') return;
         const payload =
           params.state === 'held'
             ? { type: 'held', result: context.result }
             : { type: params.state };
-        const reply = answer(event.callId, payload);
-        if (event.replyTo) enqueue.sendTo(event.replyTo, reply);
-        else enqueue.emit(reply);
+        answer(enqueue, event, payload);
       },
     ),
     keepResult: ({ context, event }) => {

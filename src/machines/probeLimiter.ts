@@ -30,8 +30,8 @@
  * Metadata is `{ capacity }`.
  */
 import { enqueueActions, setup } from 'xstate';
-import type { CallEnvelope, ReplyEvent } from '../actors/call.js';
-import { answer } from './semaphore.js';
+import type { CallEnvelope, ReplyEvent } from '../core/protocol.js';
+import { answer } from '../core/protocol.js';
 
 /** Retry-After for every refusal: probes are short, so "try again in a second" is honest. */
 export const PROBE_RETRY_AFTER_S = 1;

@@ -49,6 +49,7 @@ import {
   type SnapshotFrom,
   setup,
 } from 'xstate';
+import { answer, type Caller, callerOf, type ReplyEvent } from '../core/protocol.js';
 
 /** A restartable thing the supervisor owns. `stop` must be idempotent and must also clean up
  * after a `start` that rejected half way; `stop({force:true})` must not wait for running work. */
@@ -125,11 +126,6 @@ export interface ProcessSupervisorInput {
   readonly now?: () => number;
 }
 
-interface Caller {
-  readonly callId: number;
-  readonly replyTo: AnyActorRef | undefined;
-}
-
 export interface ProcessSupervisorContext {
   readonly process: Process;
   readonly maxTasks: () => number;
@@ -188,9 +184,7 @@ export interface SupervisorTelemetry extends SupervisorStats {
   readonly abandoned: number;
 }
 
-export type ProcessSupervisorEmitted =
-  | { readonly type: 'reply'; readonly callId: number; readonly payload: unknown }
-  | SupervisorTelemetry;
+export type ProcessSupervisorEmitted = ReplyEvent | SupervisorTelemetry;
 
 /** The recycle budget as read now; anything but a positive integer means "never". */
 export function taskLimitOf(context: ProcessSupervisorContext): number {
@@ -223,16 +217,6 @@ type Enqueue = {
 };
 
 /** Answers `caller` the way `call()` expects, outside the transition that asked. */
-function answer(enqueue: Enqueue, caller: Caller, payload: unknown): void {
-  const message = { type: 'reply' as const, callId: caller.callId, payload };
-  if (caller.replyTo) enqueue.sendTo(caller.replyTo, message);
-  else enqueue.emit(message);
-}
-
-function callerOf(event: ProcessSupervisorEvent): Caller | undefined {
-  if (!('callId' in event) || event.callId === undefined) return undefined;
-  return { callId: event.callId, replyTo: event.replyTo };
-}
 
 function stopReplyOf(context: ProcessSupervisorContext): StopReply {
   return { type: 'stopped', abandoned: context.abandoned, stopFailed: context.stopFailed };

@@ -19,6 +19,7 @@
  * | `check` | `queued` (depth read by the caller), `threshold` | `{ ready, queued, threshold }` after the move |
  */
 import { type AnyActorRef, enqueueActions, setup } from 'xstate';
+import { answer, type ReplyEvent } from '../core/protocol.js';
 
 export interface ReadinessCheck {
   readonly type: 'check';
@@ -37,7 +38,7 @@ export interface ReadinessReply {
 export const readinessMachine = setup({
   types: {
     events: {} as ReadinessCheck,
-    emitted: {} as { type: 'reply'; callId: number; payload: ReadinessReply },
+    emitted: {} as ReplyEvent<ReadinessReply>,
   },
   guards: {
     disabled: ({ event }) => event.threshold === 0,
@@ -46,15 +47,12 @@ export const readinessMachine = setup({
   },
   actions: {
     answer: enqueueActions(({ event, enqueue }, params: { ready: boolean }) => {
-      if (event.callId === undefined) return;
       const payload: ReadinessReply = {
         ready: params.ready,
         queued: event.queued,
         threshold: event.threshold,
       };
-      const reply = { type: 'reply' as const, callId: event.callId, payload };
-      if (event.replyTo) enqueue.sendTo(event.replyTo, reply);
-      else enqueue.emit(reply);
+      answer(enqueue, event, payload);
     }),
   },
 }).createMachine({

@@ -36,8 +36,8 @@
  * Emitted: `{ type: 'state', state }` on entering every state (metrics follow it).
  */
 import { enqueueActions, setup } from 'xstate';
-import type { CallEnvelope, ReplyEvent } from '../actors/call.js';
 import type { RegistryErrorCode, RegistryState, RegistryStats } from '../cluster/types.js';
+import { answer, type CallEnvelope, type ReplyEvent } from '../core/protocol.js';
 
 export type RegistryLinkEvent =
   | { type: 'redis.ready' }
@@ -115,12 +115,7 @@ export const registryLinkMachine = setup({
       enqueue.assign({ lost: context.lost + 1 });
     }),
     answerStats: enqueueActions(({ context, event, enqueue, self }) => {
-      const { callId, replyTo } = event as CallEnvelope;
-      if (callId === undefined) return;
-      const payload = statsOf({ value: self.getSnapshot().value, context });
-      const message: ReplyEvent<RegistryStats> = { type: 'reply', callId, payload };
-      if (replyTo) enqueue.sendTo(replyTo, message);
-      else enqueue.emit(message);
+      answer(enqueue, event, statsOf({ value: self.getSnapshot().value, context }));
     }),
   },
 }).createMachine({

@@ -1,7 +1,8 @@
 /**
  * Render: the owner of one ffmpeg, as its parent (a RenderCoordinator) sees it.
  *
- * ffmpeg itself runs in a Piscina worker thread (the `renderWorker` actor: a render task, its
+ * ffmpeg itself runs in a Piscina worker thread (the `renderWorker` actor, provided by the render
+ * service (`services/renderLogic.ts`): a render task, its
  * Comlink control, and the main-thread kill fallback). This chart is the contract around it:
  * what the parent hears and when, and what a `cancel` call waits for. It does no I/O.
  *
@@ -36,37 +37,33 @@
  * | `render.done` / `render.error` | Render → parent | ffmpeg finished / failed or timed out |
  * | `render.cancelled` | Render → parent | after a cancel, ffmpeg is dead |
  */
-import { type AnyActorRef, assign, enqueueActions, sendParent, sendTo, setup } from 'xstate';
-import type { CallEnvelope, ReplyEvent } from '../actors/call.js';
-import { KILL_WAIT_MS, TERM_GRACE_MS } from '../workers/liveness.js';
-import type { WorkerPool } from '../workers/pool.js';
+import {
+  type AnyActorRef,
+  assign,
+  type CallbackActorLogic,
+  enqueueActions,
+  sendParent,
+  sendTo,
+  setup,
+} from 'xstate';
+import type { ProcessFailure, RenderInfo } from '../core/failure.js';
+import { answer, type CallEnvelope, type ReplyEvent } from '../core/protocol.js';
 import {
   type CancelReport,
+  KILL_WAIT_MS,
+  type RenderOutcome,
   type RenderSpec,
+  type RenderWorkerCommand,
   type RenderWorkerEvent,
-  renderWorkerActor,
-} from '../workers/renderClient.js';
-import type { FailureClass, RenderOutcome } from '../workers/renderTask.js';
+  type RenderWorkerInput,
+  TERM_GRACE_MS,
+} from '../core/worker.js';
 
 /** Margin past the worker's own timeout and kill budget before the main thread steps in. */
 export const WATCHDOG_SLACK_MS = 1_000; // a live worker reports well within this; only a hung one misses it
 
-export interface RenderInput {
-  readonly spec: RenderSpec;
-  readonly pool: WorkerPool;
-}
-
-export interface RenderFailure {
-  readonly class: FailureClass;
-  readonly exitStatus: number | null;
-  readonly stderrTail: string;
-  readonly detail?: string;
-}
-
-export interface RenderInfo {
-  readonly exitStatus: 0;
-  readonly bytes: number;
-}
+/** The render's input: what to run, and the pool it runs in (opaque to the chart). */
+export type RenderInput = RenderWorkerInput;
 
 /** The reply to a `cancel` call, sent once ffmpeg is dead. */
 export type CancelReply = { readonly type: 'dead' } & CancelReport;
@@ -81,7 +78,7 @@ export type RenderParentEvent =
   | { readonly type: 'render.pid'; readonly pid: number }
   | { readonly type: 'render.chunk'; readonly data: Buffer }
   | { readonly type: 'render.done'; readonly info: RenderInfo }
-  | { readonly type: 'render.error'; readonly failure: RenderFailure }
+  | { readonly type: 'render.error'; readonly failure: ProcessFailure }
   | { readonly type: 'render.cancelled'; readonly report: CancelReport };
 
 export const RENDER_PARENT_EVENTS = [
@@ -99,16 +96,16 @@ interface Parked {
 
 export interface RenderContext {
   readonly spec: RenderSpec;
-  readonly pool: WorkerPool;
+  readonly pool: unknown;
   pid: number | null;
   bytes: number;
-  failure: RenderFailure | null;
+  failure: ProcessFailure | null;
   report: CancelReport | null;
   /** Cancel calls waiting for the kill (a handful at most, so copied, not mutated). */
   parked: readonly Parked[];
 }
 
-function failureOf(outcome: RenderOutcome): RenderFailure {
+function failureOf(outcome: RenderOutcome): ProcessFailure {
   if (outcome.type === 'done') throw new TypeError('a done outcome is not a failure');
   return {
     class: outcome.class,
@@ -126,7 +123,13 @@ export const renderMachine = setup({
     emitted: {} as ReplyEvent<CancelReply>,
   },
   actors: {
-    renderWorker: renderWorkerActor,
+    // Provided by the render service (`services/renderLogic.ts`): one task in the worker pool,
+    // its callbacks as events, its commands as calls. The chart only names the contract.
+    renderWorker: {} as CallbackActorLogic<
+      RenderWorkerCommand,
+      RenderWorkerInput,
+      RenderWorkerEvent
+    >,
   },
   guards: {
     succeeded: ({ event }) => event.type === 'worker.settled' && event.outcome.type === 'done',
@@ -197,15 +200,7 @@ export const renderMachine = setup({
         by: 'none',
         outcome: 'already_dead',
       };
-      for (const waiter of context.parked) {
-        const answer: ReplyEvent<CancelReply> = {
-          type: 'reply',
-          callId: waiter.callId,
-          payload: { type: 'dead', ...report },
-        };
-        if (waiter.replyTo) enqueue.sendTo(waiter.replyTo, answer);
-        else enqueue.emit(answer);
-      }
+      for (const waiter of context.parked) answer(enqueue, waiter, { type: 'dead', ...report });
       enqueue.assign({ parked: [] });
     }),
   },
@@ -297,5 +292,3 @@ export const renderMachine = setup({
 function watchdogMs(context: RenderContext): number {
   return context.spec.timeoutMs + TERM_GRACE_MS + KILL_WAIT_MS + WATCHDOG_SLACK_MS;
 }
-
-export { runRender } from '../workers/renderClient.js';

@@ -66,30 +66,11 @@ import {
   sendTo,
   setup,
 } from 'xstate';
+import type { RenderFailure, RenderInfo } from '../core/failure.js';
+import { answer, callerOf, type ReplyEvent } from '../core/protocol.js';
 
 /** A joiner within this window after completion is served from the backlog instead of a re-render. */
 export const LINGER_MS = 1_000; // catches requests already in flight; a miss re-renders: wasteful, never wrong
-
-export type FailureClass =
-  | 'not_found'
-  | 'undecodable'
-  | 'timeout'
-  | 'cancelled'
-  | 'render_failed'
-  | 'queue_full';
-
-export interface RenderFailure {
-  readonly class: FailureClass;
-  readonly exitStatus?: number | null;
-  readonly detail?: string;
-  readonly stderrTail?: string;
-  readonly retryAfterS?: number;
-}
-
-export interface RenderInfo {
-  readonly exitStatus: 0;
-  readonly bytes: number;
-}
 
 /** Messages a subscriber receives, in order: rendering?, chunk*, (done | error). */
 export type SubscriberMessage =
@@ -160,7 +141,7 @@ export type RenderCoordinatorEvent =
 
 export type RenderCoordinatorEmitted =
   | { type: 'notify'; to: string; message: SubscriberMessage }
-  | { type: 'reply'; callId: number; payload: unknown }
+  | ReplyEvent
   | { type: 'unregister' }
   | { type: 'telemetry'; event: 'rendering' | 'completed' | 'failed' | 'cancelled'; key: string };
 
@@ -200,10 +181,6 @@ function removeSubscriber(context: RenderCoordinatorContext, id: string): void {
 /** Subscribers remain and every one of them is a store subscriber. */
 function isOrphan({ subscribers, storeSubscribers }: RenderCoordinatorContext): boolean {
   return subscribers.size > 0 && subscribers.size === storeSubscribers.size;
-}
-
-function replyEvent(callId: number, payload: unknown) {
-  return { type: 'reply' as const, callId, payload };
 }
 
 export const renderCoordinatorMachine = setup({
@@ -263,36 +240,22 @@ export const renderCoordinatorMachine = setup({
           backlog: context.backlog.slice(),
           ...(context.info ? { info: context.info } : {}),
         };
-        const answer = replyEvent(event.callId, payload);
-        if (event.replyTo) enqueue.sendTo(event.replyTo, answer);
-        else enqueue.emit(answer);
+        answer(enqueue, event, payload);
       },
     ),
     replyStopping: enqueueActions(({ event, enqueue }) => {
-      if (event.type !== 'join' || event.callId === undefined) return;
-      const answer = replyEvent(event.callId, { type: 'stopping' });
-      if (event.replyTo) enqueue.sendTo(event.replyTo, answer);
-      else enqueue.emit(answer);
+      if (event.type === 'join') answer(enqueue, event, { type: 'stopping' });
     }),
     replyOk: enqueueActions(({ event, enqueue }) => {
-      if (!('callId' in event) || event.callId === undefined) return;
-      const answer = replyEvent(event.callId, { type: 'ok' });
-      if ('replyTo' in event && event.replyTo) enqueue.sendTo(event.replyTo, answer);
-      else enqueue.emit(answer);
+      answer(enqueue, event, { type: 'ok' });
     }),
     park: ({ context, event }) => {
-      if ('callId' in event && event.callId !== undefined) {
-        context.parked.push({
-          callId: event.callId,
-          replyTo: 'replyTo' in event ? event.replyTo : undefined,
-        });
-      }
+      const caller = callerOf(event);
+      if (caller) context.parked.push(caller);
     },
     answerParked: enqueueActions(({ context, enqueue }) => {
       for (const pending of context.parked.splice(0)) {
-        const answer = replyEvent(pending.callId, { type: 'ok' });
-        if (pending.replyTo) enqueue.sendTo(pending.replyTo, answer);
-        else enqueue.emit(answer);
+        answer(enqueue, pending, { type: 'ok' });
       }
     }),
     notifyJoinerRendering: enqueueActions(({ event, enqueue }) => {

@@ -52,8 +52,14 @@
  * event is built only when the `telemetry` input says someone wants it (default: always; the
  * proxy asks its diagnostics channels), so an unobserved step emits nothing but its replies.
  */
-import { type AnyActorRef, enqueueActions, setup } from 'xstate';
-import type { CallEnvelope, NotifyEvent, ReplyEvent } from '../actors/call.js';
+import { enqueueActions, setup } from 'xstate';
+import {
+  answer,
+  type CallEnvelope,
+  type NotifyEvent,
+  type Outbox,
+  type ReplyEvent,
+} from '../core/protocol.js';
 
 /** Admission classes, highest first. The order is the ranking. */
 export const ADMISSION_CLASSES = ['interactive', 'high', 'normal', 'low'] as const;
@@ -411,27 +417,8 @@ function telemetry(
 type RequestEvent = Extract<SemaphoreEvent, { type: 'request' }>;
 type IdEvent = Extract<SemaphoreEvent, { id: string }>;
 type TransferEvent = Extract<SemaphoreEvent, { type: 'transfer' }>;
-type Addressed = { readonly callId?: number; readonly replyTo?: AnyActorRef };
-
 /** What a step hands XState: its emits, in order, and (for a call) one reply. */
-export interface Outbox<E = SemaphoreEmitted> {
-  emit(event: E): void;
-  sendTo(target: AnyActorRef, event: ReplyEvent<unknown>): void;
-}
-
-/**
- * Answers a call the way `actors/call.ts` specifies: `sendTo(replyTo)` when the caller is an
- * actor, an emitted `reply` otherwise, nothing for a cast. Written here rather than taken from
- * `reply()` so that a step queues its reply in the same `enqueueActions` as its other emits
- * (one action per step instead of two; the probe limiter shares it).
- */
-export function answer(out: Outbox<ReplyEvent<unknown>>, event: object, payload: unknown): void {
-  const { callId, replyTo } = event as Addressed;
-  if (callId === undefined) return;
-  const message: ReplyEvent<unknown> = { type: 'reply', callId, payload };
-  if (replyTo) out.sendTo(replyTo, message);
-  else out.emit(message);
-}
+export type SemaphoreOutbox = Outbox<SemaphoreEmitted>;
 
 const GRANTED: RequestOutcome = Object.freeze({ type: 'granted' });
 const QUEUED: RequestOutcome = Object.freeze({ type: 'queued' });
@@ -465,7 +452,7 @@ function newSlot(id: string, rank: number, now: number): Slot {
  * Grant-next: while a slot is free and someone waits, the oldest waiter of the highest class
  * becomes a holder and is told so. Usually one grant; several when capacity was raised.
  */
-function grantWaiters(out: Outbox, { table, config }: SemaphoreContext): void {
+function grantWaiters(out: SemaphoreOutbox, { table, config }: SemaphoreContext): void {
   for (;;) {
     const limits = limitsOf(config);
     if (table.holders.size >= limits.capacity) return;
@@ -482,7 +469,7 @@ function grantWaiters(out: Outbox, { table, config }: SemaphoreContext): void {
   }
 }
 
-function enqueueWaiter(out: Outbox, context: SemaphoreContext, event: RequestEvent) {
+function enqueueWaiter(out: SemaphoreOutbox, context: SemaphoreContext, event: RequestEvent) {
   const { table, config } = context;
   const slot = newSlot(event.id, rankOf(event), config.now());
   table.enqueue(slot);
@@ -495,7 +482,7 @@ function enqueueWaiter(out: Outbox, context: SemaphoreContext, event: RequestEve
  * Orphans yield: while more waiters queue than free slots and preemptions already sent will
  * serve, the last-granted orphan not yet asked is told `preempted`. O(1) when none is marked.
  */
-function preemptOrphans(out: Outbox, { table, config }: SemaphoreContext): void {
+function preemptOrphans(out: SemaphoreOutbox, { table, config }: SemaphoreContext): void {
   if (table.yieldable === table.preempted) return;
   for (;;) {
     const limits = limitsOf(config);
@@ -514,7 +501,7 @@ function preemptOrphans(out: Outbox, { table, config }: SemaphoreContext): void 
 }
 
 /** Removes a holder (release or gone), records its hold, and grants what that frees. */
-function releaseHolder(out: Outbox, context: SemaphoreContext, event: IdEvent): void {
+function releaseHolder(out: SemaphoreOutbox, context: SemaphoreContext, event: IdEvent): void {
   const { table, config } = context;
   const slot = table.holders.get(event.id)!;
   table.removeHolder(slot);
@@ -530,7 +517,11 @@ function releaseHolder(out: Outbox, context: SemaphoreContext, event: IdEvent): 
 }
 
 /** Removes a waiter from its FIFO (release or gone). Nothing is granted: no slot was freed. */
-function dropWaiter(out: Outbox, { table, config }: SemaphoreContext, event: IdEvent): void {
+function dropWaiter(
+  out: SemaphoreOutbox,
+  { table, config }: SemaphoreContext,
+  event: IdEvent,
+): void {
   const slot = table.waiters.get(event.id)!;
   table.unlink(slot);
   if (config.wants('abandoned')) {

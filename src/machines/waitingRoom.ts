@@ -43,7 +43,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { assign, enqueueActions, raise, setup } from 'xstate';
-import { type CallEnvelope, type NotifyEvent, type ReplyEvent, reply } from '../actors/call.js';
+import { type CallEnvelope, type NotifyEvent, type ReplyEvent, reply } from '../core/protocol.js';
 
 /** Weight of the newest run in the estimate: follows a shift in load, shrugs off one outlier. */
 export const ESTIMATE_ALPHA = 0.3;

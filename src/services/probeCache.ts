@@ -16,7 +16,7 @@
  * - *Two probes of one version finish together*: the registry in `probeService.ts` lets only one
  *   run per source; a second `set` for the same key only refreshes it.
  */
-import type { ResolvedSource } from '../http/handler.js';
+import type { ResolvedSource } from '../core/source.js';
 
 /**
  * Default bound. A verdict is about 1 KiB (the /info body and media fields), so this is about

@@ -28,8 +28,9 @@ import { CallError, call, inbox } from '../actors/call.js';
 import { watchInto } from '../actors/monitor.js';
 import { Registry } from '../actors/registry.js';
 import type { ConfigProvider } from '../config.js';
-import type { Failure } from '../http/errors.js';
-import type { ProbeOutcome, ResolvedSource } from '../http/handler.js';
+import type { Failure } from '../core/failure.js';
+import type { ProbeOutcome } from '../core/request.js';
+import type { ResolvedSource } from '../core/source.js';
 import {
   type ProbeJoinReply,
   type ProbeWaiterMessage,

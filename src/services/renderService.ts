@@ -31,11 +31,11 @@ import { CallError, call, cast, inbox } from '../actors/call.js';
 import { watchInto } from '../actors/monitor.js';
 import { Registry } from '../actors/registry.js';
 import type { ConfigProvider } from '../config.js';
-import type { RenderRequest, SubscribeOutcome } from '../http/handler.js';
+import type { RenderFailure } from '../core/failure.js';
+import type { RenderRequest, SubscribeOutcome } from '../core/request.js';
 import {
   type BacklogBudget,
   type JoinReply,
-  type RenderFailure,
   renderCoordinatorMachine,
   type SubscriberMessage,
 } from '../machines/renderCoordinator.js';

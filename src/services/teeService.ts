@@ -37,8 +37,8 @@ import { type Actor, type ActorOptions, type AnyActorRef, createActor, fromCallb
 import { call, inbox } from '../actors/call.js';
 import { watch, watchInto } from '../actors/monitor.js';
 import type { Config, ConfigProvider } from '../config.js';
+import type { RenderOptions } from '../core/variant.js';
 import { contentDisposition, contentTypeFor, IMMUTABLE_CACHE_CONTROL } from '../http/headers.js';
-import type { RenderOptions } from '../http/options.js';
 import type { JoinReply, SubscriberMessage } from '../machines/renderCoordinator.js';
 import { TEE_SLACK_MS, type TeeOutput, teeMachine, type WriterEvent } from '../machines/tee.js';
 import { ChunkChannel } from '../store/channel.js';

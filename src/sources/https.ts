@@ -35,10 +35,10 @@
 import { readFileSync } from 'node:fs';
 import { Agent, request } from 'node:https';
 import type { Config } from '../config.js';
-import type { Failure } from '../http/errors.js';
-import type { ResolvedSource } from '../http/handler.js';
+import type { Failure } from '../core/failure.js';
+import type { ResolvedSource, Source } from '../core/source.js';
 import { type PinnedAddress, pinAddress, pinnedLookup } from './address.js';
-import { authorizeRemote, type Source } from './parse.js';
+import { authorizeRemote } from './parse.js';
 import type { ResolveRemoteOptions } from './s3.js';
 import { type FillOutcome, openSpooled, type SpoolSink } from './spool.js';
 

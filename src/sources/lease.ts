@@ -21,29 +21,7 @@
  * `onClosed` (constructor option): called once, right after the close began.
  */
 import type { FileHandle } from 'node:fs/promises';
-
-/** Why a source could not be opened, as the error table spells it. */
-export type OpenRefusal =
-  | 'not_found'
-  | 'source_too_large'
-  | 'upstream_unavailable'
-  | 'not_configured';
-
-/** One run's claim on an open source. */
-export interface SourceLease {
-  /** The process-wide descriptor number; valid until `release`. */
-  readonly fd: number;
-  /** Bytes in the opened file (fstat at open, or the spool's final length). */
-  readonly size: number;
-  release(): void;
-}
-
-export type OpenOutcome =
-  | { readonly ok: true; readonly lease: SourceLease }
-  | { readonly ok: false; readonly refusal: OpenRefusal; readonly detail?: string };
-
-/** Opens a resolved source for one run. `signal` abandons a fetch in progress. */
-export type OpenSource = (signal?: AbortSignal) => Promise<OpenOutcome>;
+import type { SourceLease } from '../core/source.js';
 
 export class SharedHandle {
   readonly #handle: FileHandle;

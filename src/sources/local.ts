@@ -42,7 +42,8 @@ import { constants } from 'node:fs';
 import { type FileHandle, lstat, open, readlink, realpath, stat } from 'node:fs/promises';
 import { isAbsolute, join, resolve } from 'node:path';
 import { InFlight } from '../core/inflight.js';
-import { type OpenOutcome, soleLease } from './lease.js';
+import type { OpenOutcome } from '../core/source.js';
+import { soleLease } from './lease.js';
 
 const MAX_PATH_BYTES = 1024; // past any real layout; PATH_MAX-sized paths could not open anyway
 const MAX_COMPONENTS = 64; // a denial-of-service bound on the per-component walk

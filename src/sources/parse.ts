@@ -29,18 +29,9 @@
  */
 import { isIPv6 } from 'node:net';
 import { rawBytes } from '../core/rawPath.js';
+import type { ParsedSource, Source } from '../core/source.js';
 import { isAllowed } from './allowlist.js';
 import { authorizeLocal } from './local.js';
-
-export type Source =
-  | { readonly scheme: 'local'; readonly path: string }
-  | { readonly scheme: 's3'; readonly bucket: string; readonly key: string }
-  /** `host` is the normalised, bracketless host the allowlist matches. */
-  | { readonly scheme: 'https'; readonly url: string; readonly host: string };
-
-export type ParsedSource =
-  | { readonly ok: true; readonly source: Source; readonly canonical: string }
-  | { readonly ok: false; readonly error: 'not_found' };
 
 /** The one refusal value. */
 export const SOURCE_NOT_FOUND = Object.freeze({ ok: false, error: 'not_found' } as const);

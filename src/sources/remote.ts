@@ -17,10 +17,9 @@
  * None.
  */
 import type { Config } from '../config.js';
-import type { Failure } from '../http/errors.js';
-import type { ResolvedSource } from '../http/handler.js';
+import type { Failure } from '../core/failure.js';
+import type { ResolvedSource, Source } from '../core/source.js';
 import { type ResolveHttpsOptions, resolveHttpsSource } from './https.js';
-import type { Source } from './parse.js';
 import { resolveS3Source } from './s3.js';
 
 export type { ResolveHttpsOptions } from './https.js';

@@ -28,10 +28,10 @@
  */
 import { GetObjectCommand, HeadObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import type { Config, S3Profile } from '../config.js';
-import type { Failure } from '../http/errors.js';
-import type { ResolvedSource } from '../http/handler.js';
+import type { Failure } from '../core/failure.js';
+import type { ResolvedSource, Source } from '../core/source.js';
 import { classifyS3Error, createS3Client } from '../store/s3client.js';
-import { authorizeRemote, type Source } from './parse.js';
+import { authorizeRemote } from './parse.js';
 import { type FillOutcome, openSpooled, type SpoolSink } from './spool.js';
 
 /** Source sockets per render slot: a probe and a render may read one source at once. */

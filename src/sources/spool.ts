@@ -31,7 +31,8 @@ import { type FileHandle, open, unlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { InFlight } from '../core/inflight.js';
-import { type OpenOutcome, type OpenRefusal, SharedHandle } from './lease.js';
+import type { OpenOutcome, OpenRefusal } from '../core/source.js';
+import { SharedHandle } from './lease.js';
 
 /** How long an idle spool is kept for the render that follows its probe, in ms. */
 export const SPOOL_LINGER_MS = 5_000; // a MISS asks for its slot right after the probe

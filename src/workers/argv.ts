@@ -45,8 +45,8 @@
  * None. A violated precondition (fade-out without a bounded trim, `q` for wav, an unknown kind)
  * is a programmer error and throws TypeError/RangeError naming it.
  */
-import type { Format, RenderOptions } from '../http/options.js';
-import { LOSSY_SAMPLE_RATE_CAP_HZ, renderNumber } from '../http/options.js';
+import type { Format, RenderOptions } from '../core/variant.js';
+import { LOSSY_SAMPLE_RATE_CAP_HZ, renderNumber } from '../core/variant.js';
 
 /** Where a render reads from: always a file the proxy opened (see the header). */
 export type SourceKind = 'local';

@@ -34,15 +34,10 @@
  * | `survived` | still alive after SIGKILL plus the reap wait (uninterruptible sleep) |
  */
 import { readFileSync } from 'node:fs';
+import { KILL_WAIT_MS, type KillOutcome, TERM_GRACE_MS } from '../core/worker.js';
 
-/** How long ffmpeg gets to exit after SIGTERM; it flushes its muxer and exits well within this. */
-export const TERM_GRACE_MS = 2_000; // the original's grace; longer only delays a stuck kill
-/** How long to wait for the process to disappear after SIGKILL before giving up and logging. */
-export const KILL_WAIT_MS = 1_000; // SIGKILL is not catchable; only a D-state process outlives it
 /** Liveness poll interval while waiting for a signalled process to go. */
 export const POLL_MS = 25; // a kill confirmed within one frame of audio is plenty
-
-export type KillOutcome = 'already_dead' | 'terminated' | 'killed' | 'survived';
 
 export interface KillReport {
   readonly pid: number;

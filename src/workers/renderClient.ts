@@ -44,54 +44,32 @@ import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import * as Comlink from 'comlink';
 import nodeEndpoint from 'comlink/dist/esm/node-adapter.mjs';
 import { fromCallback } from 'xstate';
-import type { OpenOutcome, OpenSource, SourceLease } from '../sources/lease.js';
+import type { ProcessFailureClass } from '../core/failure.js';
+import type { OpenOutcome, SourceLease } from '../core/source.js';
 import {
-  isAlive,
+  type CancelReport,
+  HIGH_WATER_BYTES,
   KILL_WAIT_MS,
   type KillOutcome,
-  killAndReap,
-  processStartTime,
-  TERM_GRACE_MS,
-} from './liveness.js';
-import { PoolError, type WorkerPool } from './pool.js';
-import {
-  type FailureClass,
-  HIGH_WATER_BYTES,
-  type PeaksSpec,
-  type ProbeOutcome,
+  type ProbeTaskOutcome,
   type ProcessControl,
   type ProcessSink,
   type ProcessSpec,
   type RenderOutcome,
+  type RenderSpec,
+  type RenderWorkerCommand,
+  type RenderWorkerEvent,
+  type RenderWorkerInput,
   type TaskFailure,
-} from './renderTask.js';
+  TERM_GRACE_MS,
+} from '../core/worker.js';
+import { isAlive, killAndReap, processStartTime } from './liveness.js';
+import { PoolError, type WorkerPool } from './pool.js';
 
 /** Acks are held here until this much output is unacknowledged at the worker. */
 export const ACK_COALESCE_BYTES = HIGH_WATER_BYTES / 2; // each ack is a round trip; the worker pauses only at the full mark
 /** How long the worker gets to confirm a kill before this thread does it. */
 export const CANCEL_CONFIRM_MS = TERM_GRACE_MS + KILL_WAIT_MS + 250; // its own budget plus a beat
-
-export interface RenderSpec extends ProcessSpec {
-  /**
-   * Opens the source right before the task is submitted; its descriptor becomes `inputFd` and
-   * the lease is released once the task is over (ffmpeg reaped or its thread gone). A refusal
-   * settles the task as a failure without running anything.
-   */
-  readonly openInput?: OpenSource;
-  /** Reduce the PCM ffmpeg writes to waveform peaks in the worker (one chunk comes back). */
-  readonly peaks?: PeaksSpec;
-  /** Batching overrides, for bench/workers.ts only (see `RenderTask`). */
-  readonly batchBytes?: number;
-  readonly flushMs?: number;
-}
-
-export interface CancelReport {
-  /** ffmpeg's pid, or null when it never started. */
-  readonly pid: number | null;
-  /** Who confirmed the death: the worker, this thread, or nobody needed to (already over). */
-  readonly by: 'worker' | 'main' | 'none';
-  readonly outcome: KillOutcome;
-}
 
 export interface TaskCallbacks<O> {
   onPid?(pid: number): void;
@@ -111,7 +89,7 @@ export interface TaskHandle {
   /** Kill ffmpeg (through the worker, else from here); resolves once it is dead. */
   cancel(): Promise<CancelReport>;
   /** Kill from this thread now, then abort the task: for a worker that stopped answering. */
-  kill(reason: FailureClass): Promise<CancelReport>;
+  kill(reason: ProcessFailureClass): Promise<CancelReport>;
   /** The consumer is gone: stop delivering, let the worker kill ffmpeg, back it up from here. */
   detach(): void;
 }
@@ -133,7 +111,7 @@ class TaskClient<O extends { type: string }> implements TaskHandle {
   #outcome: O | null = null;
   #taskOver = false;
   #detached = false;
-  #killReason: FailureClass | null = null;
+  #killReason: ProcessFailureClass | null = null;
   #mainKill: Promise<CancelReport> | null = null;
   #cancel: Promise<CancelReport> | null = null;
   #watchdog: NodeJS.Timeout | null = null;
@@ -237,7 +215,7 @@ class TaskClient<O extends { type: string }> implements TaskHandle {
     return this.#cancel;
   }
 
-  kill(reason: FailureClass): Promise<CancelReport> {
+  kill(reason: ProcessFailureClass): Promise<CancelReport> {
     this.#killReason ??= reason;
     return this.#killFromHere();
   }
@@ -369,7 +347,7 @@ class TaskClient<O extends { type: string }> implements TaskHandle {
 /** The source could not be opened: the task never ran. */
 class SourceRefused extends Error {
   override readonly name = 'SourceRefused';
-  readonly failureClass: FailureClass;
+  readonly failureClass: ProcessFailureClass;
   constructor(refusal: string, detail?: string) {
     super(`source ${refusal}${detail ? `: ${detail}` : ''}`);
     // Only a vanished file has its own class; a source that grew past AP_MAX_SRC_BYTES or an
@@ -396,7 +374,7 @@ export function startRender(
 export function startProbe(
   pool: WorkerPool,
   spec: ProcessSpec,
-  callbacks: TaskCallbacks<ProbeOutcome>,
+  callbacks: TaskCallbacks<ProbeTaskOutcome>,
 ): TaskHandle {
   return new TaskClient(pool, 'probe', spec, callbacks);
 }
@@ -453,7 +431,7 @@ export function runProbe(
   pool: WorkerPool,
   spec: ProcessSpec,
   options: { readonly signal?: AbortSignal } = {},
-): Promise<ProbeOutcome> {
+): Promise<ProbeTaskOutcome> {
   return new Promise((resolve) => {
     const onAbort = () => void handle.cancel();
     const handle = startProbe(pool, spec, {
@@ -467,25 +445,6 @@ export function runProbe(
   });
 }
 
-/** Events the `renderWorker` actor sends its parent (the Render machine). */
-export type RenderWorkerEvent =
-  | { readonly type: 'worker.pid'; readonly pid: number }
-  | { readonly type: 'worker.chunk'; readonly data: Buffer }
-  | { readonly type: 'worker.exited'; readonly exitStatus: number | null }
-  | { readonly type: 'worker.settled'; readonly outcome: RenderOutcome }
-  | { readonly type: 'worker.dead'; readonly report: CancelReport };
-
-/** Events the `renderWorker` actor accepts. */
-export type RenderWorkerCommand =
-  | { readonly type: 'ack'; readonly bytes: number }
-  | { readonly type: 'cancel' }
-  | { readonly type: 'kill'; readonly reason: FailureClass };
-
-export interface RenderWorkerInput {
-  readonly spec: RenderSpec;
-  readonly pool: WorkerPool;
-}
-
 /**
  * The Render machine's worker actor: one render task, its callbacks as events, its commands
  * as calls. Stopping the actor before the task settled detaches (the worker kills ffmpeg).
@@ -495,7 +454,8 @@ export const renderWorkerActor = fromCallback<
   RenderWorkerInput,
   RenderWorkerEvent
 >(({ input, sendBack, receive }) => {
-  const handle = startRender(input.pool, input.spec, {
+  // The chart passes the pool through untouched; it is the one the render service gave it.
+  const handle = startRender(input.pool as WorkerPool, input.spec, {
     onPid: (pid) => sendBack({ type: 'worker.pid', pid }),
     onChunk: (data) => sendBack({ type: 'worker.chunk', data }),
     onExited: (exitStatus) => sendBack({ type: 'worker.exited', exitStatus }),

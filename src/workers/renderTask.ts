@@ -47,134 +47,34 @@ import { setPriority } from 'node:os';
 import type { MessagePort } from 'node:worker_threads';
 import * as Comlink from 'comlink';
 import nodeEndpoint from 'comlink/dist/esm/node-adapter.mjs';
+import type { ProcessFailureClass } from '../core/failure.js';
+import {
+  BATCH_BYTES,
+  FLUSH_MS,
+  HIGH_WATER_BYTES,
+  KILL_WAIT_MS,
+  type KillOutcome,
+  type PeaksSpec,
+  type ProbeTask,
+  type ProbeTaskOutcome,
+  type ProcessControl,
+  type ProcessSink,
+  type ProcessSpec,
+  type RenderOutcome,
+  type RenderTask,
+  type TaskFailure,
+  TERM_GRACE_MS,
+  type WorkerKillReport,
+  type WorkerTask,
+} from '../core/worker.js';
 import { appendTail, classifyFailure, STDERR_TAIL_BYTES } from './classify.js';
-import { KILL_WAIT_MS, type KillOutcome, TERM_GRACE_MS } from './liveness.js';
 import { PeaksReducer } from './peaks.js';
 import { MAX_PROBE_OUTPUT_BYTES } from './probe.js';
 
 export { STDERR_TAIL_BYTES };
 
-/** Largest chunk sent to the main thread. */
-export const BATCH_BYTES = 64 * 1024; // one full pipe read: fast outputs (wav, flac) already arrive in reads this size
-/**
- * Longest a byte waits in the worker before it is sent (the first read goes at once). Every
- * message wakes both threads: bench/workers.ts (4 concurrent mp3 encodes) measured the node
- * process's CPU vs a main-thread spawn at ≈ 3.2× unbatched, ≈ 2× at 5 ms, 1.15–1.7× at 20 ms,
- * 1.04–1.4× at 50 ms (≈ 40 messages per encode instead of ≈ 1400 pipe reads), and no deadline
- * at all saved nothing more. 50 ms is two mp3 frames: nothing a player notices.
- */
-export const FLUSH_MS = 50;
-/** Unacknowledged bytes at which stdout is paused. */
-export const HIGH_WATER_BYTES = 1_048_576; // the original's mark; the coordinator acks at once
-
-export type FailureClass = 'timeout' | 'cancelled' | 'not_found' | 'undecodable' | 'render_failed';
-
-/** What to run and for how long. */
-export interface ProcessSpec {
-  readonly executable: string;
-  readonly argv: readonly string[];
-  /** Bounds the process's run, from spawn to exit. */
-  readonly timeoutMs: number;
-  /** Output beyond this many bytes fails the task (`render_failed`). */
-  readonly maxBytes?: number;
-  /**
-   * Niceness to run the process at (`AP_FFMPEG_NICE`), set right after the spawn; 0 or absent
-   * leaves it at the proxy's own. Encodes are batch work, the event loop serves every client.
-   */
-  readonly nice?: number;
-  /**
-   * A descriptor open in this process (the source the proxy opened) that the child inherits as
-   * its fd 3 (`INPUT_FD`), read as `file:/proc/self/fd/3`. Worker threads share the process's
-   * descriptor table; the owner on the main thread keeps it open until the task has settled.
-   */
-  readonly inputFd?: number;
-}
-
-/** Reduce ffmpeg's s16le PCM to waveform peaks in this thread; the output is one chunk. */
-export interface PeaksSpec {
-  readonly channels: 1 | 2;
-  readonly pts: number;
-  /** Frames the decode should produce (`peaksFrameBudget` from the probed duration). */
-  readonly totalFrames: number;
-  /** The decode's rate, written into the header. */
-  readonly sampleRate: number;
-  readonly format: 'json' | 'dat';
-}
-
-export interface RenderTask extends ProcessSpec {
-  readonly kind: 'render';
-  /** When set, stdout is PCM to reduce, not output to stream; `maxBytes` bounds the result. */
-  readonly peaks?: PeaksSpec;
-  /** One end of a MessageChannel, transferred; the main thread holds the other. */
-  readonly port: MessagePort;
-  /**
-   * Overrides for bench/workers.ts only. `batchBytes: 0` forwards every pipe read as its own
-   * message: the unbatched baseline the batching is measured against.
-   */
-  readonly batchBytes?: number;
-  readonly flushMs?: number;
-}
-
-export interface ProbeTask extends ProcessSpec {
-  readonly kind: 'probe';
-  /** Optional: enables `cancel` and the pid report, as for renders. */
-  readonly port?: MessagePort;
-}
-
-export interface EchoTask {
-  readonly kind: 'echo';
-  readonly value: unknown;
-}
-
-export type WorkerTask = RenderTask | ProbeTask | EchoTask;
-
-export interface TaskFailure {
-  readonly type: 'error';
-  readonly class: FailureClass;
-  /** ffmpeg's exit code; null when it did not exit by itself (killed, never started). */
-  readonly exitStatus: number | null;
-  readonly stderrTail: string;
-  /** Output bytes delivered before the failure. */
-  readonly bytes: number;
-  readonly detail?: string;
-  /** How the worker stopped the process, when it had to (cancel, timeout, cap, consumer gone). */
-  readonly kill?: WorkerKillReport;
-}
-
-export type RenderOutcome =
-  | {
-      readonly type: 'done';
-      readonly exitStatus: 0;
-      readonly bytes: number;
-      readonly stderrTail: string;
-    }
-  | TaskFailure;
-
-export type ProbeOutcome =
-  | { readonly type: 'ok'; readonly stdout: string; readonly stderrTail: string }
-  | TaskFailure;
-
-/** What the worker calls on the main thread. */
-export interface ProcessSink {
-  pid(pid: number): void;
-  exited(exitStatus: number | null, signal: string | null): void;
-  chunk(data: ArrayBuffer): void;
-}
-
-/** The worker's side of a kill, as reported to `cancel()`. */
-export interface WorkerKillReport {
-  readonly outcome: KillOutcome;
-  readonly elapsedMs: number;
-}
-
-/** What the main thread calls on the worker. */
-export interface ProcessControl {
-  ack(bytes: number): void;
-  cancel(): Promise<WorkerKillReport>;
-}
-
 interface Stop {
-  readonly class: FailureClass;
+  readonly class: ProcessFailureClass;
   readonly detail?: string;
 }
 
@@ -656,7 +556,7 @@ class PeaksRun extends ProcessRun<RenderOutcome> {
 }
 
 /** Collects stdout in memory, up to the probe cap. */
-class ProbeRun extends ProcessRun<ProbeOutcome> {
+class ProbeRun extends ProcessRun<ProbeTaskOutcome> {
   readonly #maxBytes: number;
   #chunks: Buffer[] = [];
   #bytes = 0;
@@ -688,7 +588,7 @@ class ProbeRun extends ProcessRun<ProbeOutcome> {
     this.#chunks = [];
   }
 
-  protected outcome(): ProbeOutcome {
+  protected outcome(): ProbeTaskOutcome {
     const { status } = this.exitInfo;
     if (this.stop === null && status === 0) {
       return {
@@ -723,7 +623,7 @@ export function render(task: RenderTask): Promise<RenderOutcome> {
 }
 
 /** Runs ffprobe by argv and returns its stdout (≤ `maxBytes`, default 1 MiB). */
-export function probe(task: ProbeTask): Promise<ProbeOutcome> {
+export function probe(task: ProbeTask): Promise<ProbeTaskOutcome> {
   assertSpec(task);
   return new ProbeRun(task).result;
 }

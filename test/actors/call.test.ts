@@ -7,17 +7,8 @@ import diagnostics from 'node:diagnostics_channel';
 import { getEventListeners } from 'node:events';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { assign, createActor, emit, sendTo, setup } from 'xstate';
-import {
-  type CallEnvelope,
-  CallError,
-  call,
-  cast,
-  inbox,
-  newCallId,
-  pendingCalls,
-  type ReplyEvent,
-  reply,
-} from '../../src/actors/call.js';
+import { CallError, call, cast, inbox, newCallId, pendingCalls } from '../../src/actors/call.js';
+import { type CallEnvelope, type ReplyEvent, reply } from '../../src/core/protocol.js';
 
 type CalleeEvent = (
   | { type: 'echo'; value: unknown }

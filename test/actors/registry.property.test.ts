@@ -7,8 +7,9 @@
 import fc from 'fast-check';
 import { expect, it } from 'vitest';
 import { createActor, setup } from 'xstate';
-import { type CallEnvelope, call, pendingCalls, reply } from '../../src/actors/call.js';
+import { call, pendingCalls } from '../../src/actors/call.js';
 import { Registry, type StartResult } from '../../src/actors/registry.js';
+import { type CallEnvelope, reply } from '../../src/core/protocol.js';
 
 const KEYS = ['a', 'b'] as const;
 type Key = (typeof KEYS)[number];

@@ -5,8 +5,9 @@
 // per-attempt deadline (fake timers) bounds a stuck start or join; unregister is exact.
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createActor, setup } from 'xstate';
-import { type CallEnvelope, CallError, call, reply } from '../../src/actors/call.js';
+import { CallError, call } from '../../src/actors/call.js';
 import { Registry, type StartResult } from '../../src/actors/registry.js';
+import { type CallEnvelope, reply } from '../../src/core/protocol.js';
 
 type CoordinatorEvent = ({ type: 'join' } | { type: 'leave' } | { type: 'boom' }) & CallEnvelope;
 

@@ -3,7 +3,8 @@
 // >= 1) on 429 and Content-Range on 416; that every source refusal is byte-identical; that
 // ERROR_TABLE and errorResponse agree in both directions; and that unknown failures throw.
 import { describe, expect, it } from 'vitest';
-import { ERROR_TABLE, errorResponse, type Failure } from '../../src/http/errors.js';
+import type { Failure } from '../../src/core/failure.js';
+import { ERROR_TABLE, errorResponse } from '../../src/http/errors.js';
 
 // The contract's table, transcribed independently of the module under test.
 const CONTRACT: [Failure, number, string, string, string][] = [

@@ -5,7 +5,8 @@
 // of the generated inputs are accepted, so the property is not vacuous.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { FORMATS, normalizeOptions, parseOptions } from '../../src/http/options.js';
+import { FORMATS } from '../../src/core/variant.js';
+import { normalizeOptions, parseOptions } from '../../src/http/options.js';
 
 const digits = (min: number, max: number) =>
   fc.string({ unit: fc.constantFrom(...'0123456789'.split('')), minLength: min, maxLength: max });

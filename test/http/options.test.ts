@@ -4,12 +4,12 @@
 // `fade:IN:OUT`, `norm:ebu:I:TP:LRA`, peaks defaults, `exp` excluded), and the route split:
 // source marker, `info` detection, and no marker as the generic 404.
 import { describe, expect, it } from 'vitest';
+import { renderNumber } from '../../src/core/variant.js';
 import {
   normalizeOptions,
   normalizeOptionsString,
   parseOptions,
   parseRoute,
-  renderNumber,
   splitOptionsAndSource,
 } from '../../src/http/options.js';
 

@@ -28,12 +28,12 @@ import diagnostics from 'node:diagnostics_channel';
 import { request as httpRequest } from 'node:http';
 import type { AnyActorRef } from 'xstate';
 import type { ConfigProvider } from '../../src/config.js';
+import type { RenderRequest } from '../../src/core/request.js';
 import { cacheKey } from '../../src/http/cacheKey.js';
-import type { RenderRequest } from '../../src/http/handler.js';
 import { parseRoute } from '../../src/http/options.js';
-import { renderMachine } from '../../src/machines/render.js';
 import type { SubscriberMessage } from '../../src/machines/renderCoordinator.js';
 import type { AdmissionClass } from '../../src/machines/semaphore.js';
+import { renderLogic } from '../../src/services/renderLogic.js';
 import { RenderService } from '../../src/services/renderService.js';
 import { SEMAPHORE_PREFIX } from '../../src/telemetry/channels.js';
 import { buildRenderArgv } from '../../src/workers/argv.js';
@@ -207,7 +207,7 @@ export function backgroundService(system: ClassesSystem, admissionClass: Admissi
   return new RenderService({
     semaphore: system.semaphore,
     config: system.config,
-    renderLogic: renderMachine,
+    renderLogic,
     admissionClass,
     renderInput: (request: RenderRequest) => ({
       spec: {

@@ -24,14 +24,14 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Actor, createActor, type InspectionEvent } from 'xstate';
 import { loadConfig, staticConfig } from '../../src/config.js';
-import type { RenderRequest } from '../../src/http/handler.js';
+import type { RenderRequest } from '../../src/core/request.js';
 import { parseOptions } from '../../src/http/options.js';
-import { renderMachine } from '../../src/machines/render.js';
 import {
   createBacklogBudget,
   type SubscriberMessage,
 } from '../../src/machines/renderCoordinator.js';
 import { semaphoreMachine } from '../../src/machines/semaphore.js';
+import { renderLogic } from '../../src/services/renderLogic.js';
 import { RenderService } from '../../src/services/renderService.js';
 import { stats } from '../../src/services/semaphoreClient.js';
 import { TeeService } from '../../src/services/teeService.js';
@@ -141,7 +141,7 @@ function system(fault: Fault) {
   const service = new RenderService({
     semaphore,
     config,
-    renderLogic: renderMachine,
+    renderLogic,
     tees,
     backlogBudget: budget,
     supervise: () => fault.hit('supervise'),

@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
-import type { ResolvedSource } from '../../src/http/handler.js';
+import type { ResolvedSource } from '../../src/core/source.js';
 import { parseSource } from '../../src/sources/parse.js';
 import { resolveRemote } from '../../src/sources/remote.js';
 import { FD_INPUT_PATH } from '../../src/workers/argv.js';

@@ -11,7 +11,7 @@ import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ResolvedSource } from '../../src/http/handler.js';
+import type { ResolvedSource } from '../../src/core/source.js';
 import { parseSource } from '../../src/sources/parse.js';
 import { resolveRemote } from '../../src/sources/remote.js';
 import { sourceClient } from '../../src/sources/s3.js';

@@ -11,7 +11,8 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import pLimit from 'p-limit';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { parseOptions, type RenderOptions } from '../../src/http/options.js';
+import type { RenderOptions } from '../../src/core/variant.js';
+import { parseOptions } from '../../src/http/options.js';
 import {
   ARGV_FLAGS,
   type ArgvInput,

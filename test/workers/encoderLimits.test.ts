@@ -12,7 +12,8 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import pLimit from 'p-limit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Format, parseOptions, type RenderOptions } from '../../src/http/options.js';
+import type { Format, RenderOptions } from '../../src/core/variant.js';
+import { parseOptions } from '../../src/http/options.js';
 import {
   AAC_SAMPLE_RATES_HZ,
   type ArgvInput,

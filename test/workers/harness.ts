@@ -8,14 +8,14 @@ import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import * as Comlink from 'comlink';
 import nodeEndpoint from 'comlink/dist/esm/node-adapter.mjs';
 import { expect } from 'vitest';
+import type {
+  ProcessControl,
+  ProcessSink,
+  RenderOutcome,
+  RenderTask,
+} from '../../src/core/worker.js';
 import { isAlive } from '../../src/workers/liveness.js';
-import {
-  type ProcessControl,
-  type ProcessSink,
-  type RenderOutcome,
-  type RenderTask,
-  render,
-} from '../../src/workers/renderTask.js';
+import { render } from '../../src/workers/renderTask.js';
 
 export const FAKE_DIR = fileURLToPath(new URL('../fixtures/fake-ffmpeg/', import.meta.url));
 

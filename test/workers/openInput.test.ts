@@ -7,14 +7,14 @@
 import { readdirSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { OpenOutcome } from '../../src/core/source.js';
+import type { RenderOutcome } from '../../src/core/worker.js';
 import { parseOptions } from '../../src/http/options.js';
-import type { OpenOutcome } from '../../src/sources/lease.js';
 import { soleLease } from '../../src/sources/lease.js';
 import { buildRenderArgv, FD_INPUT_PATH } from '../../src/workers/argv.js';
 import { resolveFfmpeg } from '../../src/workers/ffmpegPath.js';
 import { createWorkerPool, type WorkerPool } from '../../src/workers/pool.js';
 import { runRender, startRender } from '../../src/workers/renderClient.js';
-import type { RenderOutcome } from '../../src/workers/renderTask.js';
 import { makeFixtures } from '../fixtures/audio.js';
 
 const ffmpeg = resolveFfmpeg({ env: process.env }).path;

@@ -4,6 +4,7 @@
 // thread that dies or hangs mid-render still ends with its ffmpeg killed from the main thread;
 // a task module that throws at load makes the pool unhealthy instead of hanging; stop drains.
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import type { RenderOutcome } from '../../src/core/worker.js';
 import { isAlive } from '../../src/workers/liveness.js';
 import {
   createWorkerPool,
@@ -18,7 +19,6 @@ import {
   startRender,
   type TaskHandle,
 } from '../../src/workers/renderClient.js';
-import type { RenderOutcome } from '../../src/workers/renderTask.js';
 import {
   direct,
   expectNoSurvivors,

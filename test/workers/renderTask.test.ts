@@ -5,15 +5,10 @@
 // timeout and cancel kill with TERM → 2 s → KILL and settle only after the reap, and the probe
 // task returns ffprobe's stdout under its own bounds. No ffmpeg outlives its test.
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { BATCH_BYTES, HIGH_WATER_BYTES, type ProbeTaskOutcome } from '../../src/core/worker.js';
 import { statFields } from '../../src/workers/liveness.js';
 import { PeaksReducer } from '../../src/workers/peaks.js';
-import {
-  BATCH_BYTES,
-  HIGH_WATER_BYTES,
-  type ProbeOutcome,
-  probe,
-  STDERR_TAIL_BYTES,
-} from '../../src/workers/renderTask.js';
+import { probe, STDERR_TAIL_BYTES } from '../../src/workers/renderTask.js';
 import {
   direct,
   expectNoSurvivors,
@@ -361,7 +356,7 @@ describe('render task: peaks', () => {
 
 describe('probe task', () => {
   it('returns ffprobe stdout for real audio', async () => {
-    const outcome: ProbeOutcome = await probe({
+    const outcome: ProbeTaskOutcome = await probe({
       kind: 'probe',
       executable: 'ffprobe',
       argv: [

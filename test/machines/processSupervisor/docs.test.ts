@@ -103,7 +103,7 @@ function chartOf(machine: AnyStateMachine): string {
 }
 
 const page = readFileSync(
-  new URL('../../docs/seeds/process-supervisor.md', import.meta.url),
+  new URL('../../../docs/seeds/process-supervisor.md', import.meta.url),
   'utf8',
 );
 

@@ -16,6 +16,18 @@ import {
   transition,
 } from 'xstate';
 import { call } from '../../../src/actors/call.js';
+import type {
+  CancelReport,
+  RenderWorkerCommand,
+  RenderWorkerEvent,
+  RenderWorkerInput,
+} from '../../../src/core/worker.js';
+import {
+  BATCH_BYTES,
+  HIGH_WATER_BYTES,
+  KILL_WAIT_MS,
+  TERM_GRACE_MS,
+} from '../../../src/core/worker.js';
 import {
   type CancelReply,
   type RenderInput,
@@ -23,15 +35,9 @@ import {
   renderMachine,
   WATCHDOG_SLACK_MS,
 } from '../../../src/machines/render.js';
-import { isAlive, KILL_WAIT_MS, TERM_GRACE_MS } from '../../../src/workers/liveness.js';
+import { renderLogic } from '../../../src/services/renderLogic.js';
+import { isAlive } from '../../../src/workers/liveness.js';
 import { createWorkerPool, type WorkerPool } from '../../../src/workers/pool.js';
-import type {
-  CancelReport,
-  RenderWorkerCommand,
-  RenderWorkerEvent,
-  RenderWorkerInput,
-} from '../../../src/workers/renderClient.js';
-import { BATCH_BYTES, HIGH_WATER_BYTES } from '../../../src/workers/renderTask.js';
 import {
   direct,
   expectNoSurvivors,
@@ -313,7 +319,7 @@ describe('through a real pool and real ffmpeg', () => {
 
   it('the parent receives output byte-identical to a direct run, then done', async () => {
     const argv = sineArgv(4);
-    const h = harness(renderMachine, {
+    const h = harness(renderLogic, {
       spec: { executable: 'ffmpeg', argv, timeoutMs: 30_000 },
       pool,
     });
@@ -335,7 +341,7 @@ describe('through a real pool and real ffmpeg', () => {
     const argv = sineArgv(20, 's16le');
     const expected = await direct('ffmpeg', argv);
     const h = harness(
-      renderMachine,
+      renderLogic,
       { spec: { executable: 'ffmpeg', argv, timeoutMs: 30_000 }, pool },
       false,
     );
@@ -360,7 +366,7 @@ describe('through a real pool and real ffmpeg', () => {
   });
 
   it('the cancel call answers only once ffmpeg is dead: ESRCH right after the reply', async () => {
-    const h = harness(renderMachine, {
+    const h = harness(renderLogic, {
       spec: { executable: fake('ignore-term.sh'), argv: [], timeoutMs: 30_000 },
       pool,
     });
@@ -378,7 +384,7 @@ describe('through a real pool and real ffmpeg', () => {
   });
 
   it('a worker that dies mid-render: render.error render_failed, and ffmpeg is dead', async () => {
-    const h = harness(renderMachine, {
+    const h = harness(renderLogic, {
       spec: { executable: fake('hang.sh'), argv: [], timeoutMs: 30_000 },
       pool,
     });
@@ -394,7 +400,7 @@ describe('through a real pool and real ffmpeg', () => {
   });
 
   it('timeout: render.error timeout and the process is gone', async () => {
-    const h = harness(renderMachine, {
+    const h = harness(renderLogic, {
       spec: { executable: fake('hang.sh'), argv: [], timeoutMs: 100 },
       pool,
     });

@@ -15,7 +15,7 @@ import {
 import { MODELS } from '../../graph/models.js';
 import { plan, universe } from '../../graph/walk.js';
 
-const DOC = new URL('../../docs/seeds/semaphore.md', import.meta.url);
+const DOC = new URL('../../../docs/seeds/semaphore.md', import.meta.url);
 
 type Transition = { guard?: unknown; actions: readonly unknown[] };
 const named = (x: unknown) =>

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import type { AnyStateNode } from 'xstate';
 import { SLOT_LIFECYCLE, waitingRoomMachine } from '../../../src/machines/waitingRoom.js';
 
-const DOC = new URL('../../docs/seeds/waiting-room.md', import.meta.url);
+const DOC = new URL('../../../docs/seeds/waiting-room.md', import.meta.url);
 
 type Transition = {
   target?: readonly AnyStateNode[];

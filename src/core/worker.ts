@@ -1,0 +1,191 @@
+/**
+ * The contract between the main thread and a worker thread, and between the render chart and
+ * the worker actor that the render service provides it: what a task carries, what a run answers,
+ * the messages that cross, and the time and byte budgets both sides count on. Like Piscina's
+ * own `common.ts`, it is the one file both sides import; neither imports the other's code.
+ *
+ * ## Invariants
+ * - A task's outcome is `RenderOutcome` / `ProbeTaskOutcome`: settled only once ffmpeg is dead.
+ * - `TERM_GRACE_MS + KILL_WAIT_MS` bounds every kill: the render chart's watchdog adds them to
+ *   the task's own timeout before the main thread steps in.
+ * - A worker stops reading ffmpeg's stdout at `HIGH_WATER_BYTES` unacknowledged and sends at most
+ *   `BATCH_BYTES` per message, at least every `FLUSH_MS`.
+ *
+ * Imports nothing of the project but other `core/` files.
+ */
+
+import type { MessagePort } from 'node:worker_threads';
+import type { ProcessFailureClass } from './failure.js';
+import type { OpenSource } from './source.js';
+
+/** How long ffmpeg gets to exit after SIGTERM; it flushes its muxer and exits well within this. */
+export const TERM_GRACE_MS = 2_000; // the original's grace; longer only delays a stuck kill
+
+/** How long to wait for the process to disappear after SIGKILL before giving up and logging. */
+export const KILL_WAIT_MS = 1_000; // SIGKILL is not catchable; only a D-state process outlives it
+
+export type KillOutcome = 'already_dead' | 'terminated' | 'killed' | 'survived';
+
+/** Largest chunk sent to the main thread. */
+export const BATCH_BYTES = 64 * 1024; // one full pipe read: fast outputs (wav, flac) already arrive in reads this size
+
+/**
+ * Longest a byte waits in the worker before it is sent (the first read goes at once). Every
+ * message wakes both threads: bench/workers.ts (4 concurrent mp3 encodes) measured the node
+ * process's CPU vs a main-thread spawn at ≈ 3.2× unbatched, ≈ 2× at 5 ms, 1.15–1.7× at 20 ms,
+ * 1.04–1.4× at 50 ms (≈ 40 messages per encode instead of ≈ 1400 pipe reads), and no deadline
+ * at all saved nothing more. 50 ms is two mp3 frames: nothing a player notices.
+ */
+export const FLUSH_MS = 50;
+
+/** Unacknowledged bytes at which stdout is paused. */
+export const HIGH_WATER_BYTES = 1_048_576; // the original's mark; the coordinator acks at once
+
+/** What to run and for how long. */
+export interface ProcessSpec {
+  readonly executable: string;
+  readonly argv: readonly string[];
+  /** Bounds the process's run, from spawn to exit. */
+  readonly timeoutMs: number;
+  /** Output beyond this many bytes fails the task (`render_failed`). */
+  readonly maxBytes?: number;
+  /**
+   * Niceness to run the process at (`AP_FFMPEG_NICE`), set right after the spawn; 0 or absent
+   * leaves it at the proxy's own. Encodes are batch work, the event loop serves every client.
+   */
+  readonly nice?: number;
+  /**
+   * A descriptor open in this process (the source the proxy opened) that the child inherits as
+   * its fd 3 (`INPUT_FD`), read as `file:/proc/self/fd/3`. Worker threads share the process's
+   * descriptor table; the owner on the main thread keeps it open until the task has settled.
+   */
+  readonly inputFd?: number;
+}
+
+/** Reduce ffmpeg's s16le PCM to waveform peaks in this thread; the output is one chunk. */
+export interface PeaksSpec {
+  readonly channels: 1 | 2;
+  readonly pts: number;
+  /** Frames the decode should produce (`peaksFrameBudget` from the probed duration). */
+  readonly totalFrames: number;
+  /** The decode's rate, written into the header. */
+  readonly sampleRate: number;
+  readonly format: 'json' | 'dat';
+}
+
+export interface RenderTask extends ProcessSpec {
+  readonly kind: 'render';
+  /** When set, stdout is PCM to reduce, not output to stream; `maxBytes` bounds the result. */
+  readonly peaks?: PeaksSpec;
+  /** One end of a MessageChannel, transferred; the main thread holds the other. */
+  readonly port: MessagePort;
+  /**
+   * Overrides for bench/workers.ts only. `batchBytes: 0` forwards every pipe read as its own
+   * message: the unbatched baseline the batching is measured against.
+   */
+  readonly batchBytes?: number;
+  readonly flushMs?: number;
+}
+
+export interface ProbeTask extends ProcessSpec {
+  readonly kind: 'probe';
+  /** Optional: enables `cancel` and the pid report, as for renders. */
+  readonly port?: MessagePort;
+}
+
+export interface EchoTask {
+  readonly kind: 'echo';
+  readonly value: unknown;
+}
+
+export type WorkerTask = RenderTask | ProbeTask | EchoTask;
+
+export interface TaskFailure {
+  readonly type: 'error';
+  readonly class: ProcessFailureClass;
+  /** ffmpeg's exit code; null when it did not exit by itself (killed, never started). */
+  readonly exitStatus: number | null;
+  readonly stderrTail: string;
+  /** Output bytes delivered before the failure. */
+  readonly bytes: number;
+  readonly detail?: string;
+  /** How the worker stopped the process, when it had to (cancel, timeout, cap, consumer gone). */
+  readonly kill?: WorkerKillReport;
+}
+
+export type RenderOutcome =
+  | {
+      readonly type: 'done';
+      readonly exitStatus: 0;
+      readonly bytes: number;
+      readonly stderrTail: string;
+    }
+  | TaskFailure;
+
+export type ProbeTaskOutcome =
+  | { readonly type: 'ok'; readonly stdout: string; readonly stderrTail: string }
+  | TaskFailure;
+
+/** What the worker calls on the main thread. */
+export interface ProcessSink {
+  pid(pid: number): void;
+  exited(exitStatus: number | null, signal: string | null): void;
+  chunk(data: ArrayBuffer): void;
+}
+
+/** The worker's side of a kill, as reported to `cancel()`. */
+export interface WorkerKillReport {
+  readonly outcome: KillOutcome;
+  readonly elapsedMs: number;
+}
+
+/** What the main thread calls on the worker. */
+export interface ProcessControl {
+  ack(bytes: number): void;
+  cancel(): Promise<WorkerKillReport>;
+}
+
+export interface RenderSpec extends ProcessSpec {
+  /**
+   * Opens the source right before the task is submitted; its descriptor becomes `inputFd` and
+   * the lease is released once the task is over (ffmpeg reaped or its thread gone). A refusal
+   * settles the task as a failure without running anything.
+   */
+  readonly openInput?: OpenSource;
+  /** Reduce the PCM ffmpeg writes to waveform peaks in the worker (one chunk comes back). */
+  readonly peaks?: PeaksSpec;
+  /** Batching overrides, for bench/workers.ts only (see `RenderTask`). */
+  readonly batchBytes?: number;
+  readonly flushMs?: number;
+}
+
+export interface CancelReport {
+  /** ffmpeg's pid, or null when it never started. */
+  readonly pid: number | null;
+  /** Who confirmed the death: the worker, this thread, or nobody needed to (already over). */
+  readonly by: 'worker' | 'main' | 'none';
+  readonly outcome: KillOutcome;
+}
+
+/** Events the `renderWorker` actor sends its parent (the Render machine). */
+export type RenderWorkerEvent =
+  | { readonly type: 'worker.pid'; readonly pid: number }
+  | { readonly type: 'worker.chunk'; readonly data: Buffer }
+  | { readonly type: 'worker.exited'; readonly exitStatus: number | null }
+  | { readonly type: 'worker.settled'; readonly outcome: RenderOutcome }
+  | { readonly type: 'worker.dead'; readonly report: CancelReport };
+
+/** Events the `renderWorker` actor accepts. */
+export type RenderWorkerCommand =
+  | { readonly type: 'ack'; readonly bytes: number }
+  | { readonly type: 'cancel' }
+  | { readonly type: 'kill'; readonly reason: ProcessFailureClass };
+
+/**
+ * What the render chart hands its worker actor. The pool is opaque here: the chart only passes
+ * it along, and the actor the render service provides knows it as a `WorkerPool`.
+ */
+export interface RenderWorkerInput<Pool = unknown> {
+  readonly spec: RenderSpec;
+  readonly pool: Pool;
+}
