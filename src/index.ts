@@ -20,8 +20,6 @@ export {
   type NodeInfo,
   type NodeState,
   RegistryError,
-  type RegistryErrorCode,
-  type RegistryStats,
   type Reservation,
   type SelectOptions,
 } from './cluster/types.js';
@@ -69,8 +67,10 @@ export {
 } from './machines/processSupervisor.js';
 export { type ReadinessReply, readinessMachine } from './machines/readiness.js';
 export {
+  type RegistryErrorCode,
   type RegistryLinkContext,
   type RegistryLinkEvent,
+  type RegistryStats,
   registryLinkMachine,
 } from './machines/registryLink.js';
 export { type RenderEvent, type RenderInput, renderMachine } from './machines/render.js';

@@ -17,7 +17,8 @@ describe('src/index.ts', () => {
       .map((s) => s.trim())
       .filter(Boolean);
     expect(statements.length).toBeGreaterThan(10);
-    for (const s of statements) expect(s).toMatch(/^export (type )?(\*|\* as \w+|\{[^}]*\}) from '[^']+'$/);
+    for (const s of statements)
+      expect(s).toMatch(/^export (type )?(\*|\* as \w+|\{[^}]*\}) from '[^']+'$/);
   });
 
   it('exports what an embedder needs', () => {

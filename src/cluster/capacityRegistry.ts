@@ -34,7 +34,12 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { createActor } from 'xstate';
-import { registryLinkMachine, statsOf } from '../machines/registryLink.js';
+import {
+  type RegistryErrorCode,
+  type RegistryStats,
+  registryLinkMachine,
+  statsOf,
+} from '../machines/registryLink.js';
 import {
   CONNECT_TIMEOUT_MS,
   closeClusterRedis,
@@ -48,8 +53,6 @@ import {
   type NodeInfo,
   type NodeState,
   RegistryError,
-  type RegistryErrorCode,
-  type RegistryStats,
   type Reservation,
   type ReservationStatus,
   type SelectOptions,

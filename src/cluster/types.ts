@@ -29,6 +29,7 @@
  * | `adopt(reservationId)` | the forwarded `Reservation`, now owned here, or `null` (lapsed/foreign) |
  * | `nodes()` | every live node with its held count, sorted by id |
  */
+import type { RegistryErrorCode, RegistryStats } from '../machines/registryLink.js';
 
 /** What one node announces about itself. */
 export interface NodeInfo {
@@ -85,25 +86,6 @@ export interface SelectOptions {
   readonly signal?: AbortSignal;
 }
 
-export type RegistryState = 'connecting' | 'ready' | 'degraded' | 'closed';
-
-export interface RegistryStats {
-  readonly state: RegistryState;
-  /** Reservations this process holds, not yet committed. */
-  readonly reserved: number;
-  /** Committed holds this process renews. */
-  readonly committed: number;
-  /** Reservations obtained: selected, reserved by name, or adopted. */
-  readonly selections: number;
-  /** Selections and named reservations answered `null` (no room). */
-  readonly refusals: number;
-  /** Errors reported (thrown, or passed to `onError` for background work). */
-  readonly errors: number;
-  /** Reservations found lapsed at commit or renewal. */
-  readonly lost: number;
-  readonly lastError: { readonly code: RegistryErrorCode; readonly worker: string | null } | null;
-}
-
 export interface CapacityRegistry {
   selectAndReserve(pool: string, opts?: SelectOptions): Promise<Reservation | null>;
   reserve(workerId: string): Promise<Reservation | null>;
@@ -124,20 +106,6 @@ export interface Membership {
   /** Stops the heartbeat and removes this node at once. */
   stop(): Promise<void>;
 }
-
-export type RegistryErrorCode =
-  /** Redis could not be reached or did not answer in time. */
-  | 'ERR_REGISTRY_UNREACHABLE'
-  /** A script failed inside Redis. */
-  | 'ERR_REGISTRY_SCRIPT'
-  /** A record in Redis is not what this code writes (named by `worker`). */
-  | 'ERR_REGISTRY_MALFORMED'
-  /** The reservation's lease lapsed before commit. */
-  | 'ERR_RESERVATION_LOST'
-  /** The reservation was adopted by a peer; only the peer may commit it. */
-  | 'ERR_RESERVATION_FOREIGN'
-  /** The registry was closed. */
-  | 'ERR_REGISTRY_CLOSED';
 
 /** Every failure of the registry. Match on `code`; `worker` names the node involved, if any. */
 export class RegistryError extends Error {

@@ -83,7 +83,7 @@ export interface RenderOptions {
   readonly pts?: number;
   /** Under `f:peaks` always present (default json). */
   readonly peaksFormat?: PeaksFormat;
-  /** Still percent-encoded, exactly as in the path. See `headers.ts` for the header. */
+  /** Still percent-encoded, exactly as in the path. See `variantHeaders.ts` for the header. */
   readonly download?: string;
   readonly cacheBuster?: string;
 }

@@ -37,6 +37,11 @@ import type { Config, ConfigProvider } from '../config.js';
 import type { Failure, RenderFailure } from '../core/failure.js';
 import type { ProbeOutcome, RenderRequest, SubscribeOutcome } from '../core/request.js';
 import type { ResolvedSource, Source } from '../core/source.js';
+import {
+  contentDisposition,
+  contentTypeFor,
+  IMMUTABLE_CACHE_CONTROL,
+} from '../core/variantHeaders.js';
 import type { SubscriberMessage } from '../machines/renderCoordinator.js';
 import { localEtagMaterial, openLocal, resolveLocal } from '../sources/local.js';
 import { authorizeSource, parseSource } from '../sources/parse.js';
@@ -52,7 +57,6 @@ import { cacheKey, etagOf, ifNoneMatchMatches, infoEtag } from './cacheKey.js';
 import { corsHeaders, preflightResponse } from './cors.js';
 import { errorResponse } from './errors.js';
 import { clampCacheControl, isExpired } from './expiry.js';
-import { contentDisposition, contentTypeFor, IMMUTABLE_CACHE_CONTROL } from './headers.js';
 import { lookupVariant, serveHit } from './hit.js';
 import { parseRoute } from './options.js';
 import { joinCredential, SessionCookies, sessionSetCookie } from './roomAccess.js';

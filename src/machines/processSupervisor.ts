@@ -43,7 +43,6 @@
 import {
   type ActorRefFrom,
   type AnyActorRef,
-  type EventObject,
   enqueueActions,
   fromPromise,
   type SnapshotFrom,
@@ -210,13 +209,6 @@ export function statsOfContext(context: ProcessSupervisorContext): SupervisorSta
     healthy: state !== 'failed',
   };
 }
-
-type Enqueue = {
-  emit: (event: ProcessSupervisorEmitted) => void;
-  sendTo: (to: AnyActorRef, event: EventObject) => void;
-};
-
-/** Answers `caller` the way `call()` expects, outside the transition that asked. */
 
 function stopReplyOf(context: ProcessSupervisorContext): StopReply {
   return { type: 'stopped', abandoned: context.abandoned, stopFailed: context.stopFailed };

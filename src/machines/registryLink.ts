@@ -36,7 +36,6 @@
  * Emitted: `{ type: 'state', state }` on entering every state (metrics follow it).
  */
 import { enqueueActions, setup } from 'xstate';
-import type { RegistryErrorCode, RegistryState, RegistryStats } from '../cluster/types.js';
 import { answer, type CallEnvelope, type ReplyEvent } from '../core/protocol.js';
 
 export type RegistryLinkEvent =
@@ -170,3 +169,36 @@ export const registryLinkMachine = setup({
     },
   },
 });
+
+export type RegistryState = 'connecting' | 'ready' | 'degraded' | 'closed';
+
+export interface RegistryStats {
+  readonly state: RegistryState;
+  /** Reservations this process holds, not yet committed. */
+  readonly reserved: number;
+  /** Committed holds this process renews. */
+  readonly committed: number;
+  /** Reservations obtained: selected, reserved by name, or adopted. */
+  readonly selections: number;
+  /** Selections and named reservations answered `null` (no room). */
+  readonly refusals: number;
+  /** Errors reported (thrown, or passed to `onError` for background work). */
+  readonly errors: number;
+  /** Reservations found lapsed at commit or renewal. */
+  readonly lost: number;
+  readonly lastError: { readonly code: RegistryErrorCode; readonly worker: string | null } | null;
+}
+
+export type RegistryErrorCode =
+  /** Redis could not be reached or did not answer in time. */
+  | 'ERR_REGISTRY_UNREACHABLE'
+  /** A script failed inside Redis. */
+  | 'ERR_REGISTRY_SCRIPT'
+  /** A record in Redis is not what this code writes (named by `worker`). */
+  | 'ERR_REGISTRY_MALFORMED'
+  /** The reservation's lease lapsed before commit. */
+  | 'ERR_RESERVATION_LOST'
+  /** The reservation was adopted by a peer; only the peer may commit it. */
+  | 'ERR_RESERVATION_FOREIGN'
+  /** The registry was closed. */
+  | 'ERR_REGISTRY_CLOSED';

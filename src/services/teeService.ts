@@ -38,7 +38,11 @@ import { call, inbox } from '../actors/call.js';
 import { watch, watchInto } from '../actors/monitor.js';
 import type { Config, ConfigProvider } from '../config.js';
 import type { RenderOptions } from '../core/variant.js';
-import { contentDisposition, contentTypeFor, IMMUTABLE_CACHE_CONTROL } from '../http/headers.js';
+import {
+  contentDisposition,
+  contentTypeFor,
+  IMMUTABLE_CACHE_CONTROL,
+} from '../core/variantHeaders.js';
 import type { JoinReply, SubscriberMessage } from '../machines/renderCoordinator.js';
 import { TEE_SLACK_MS, type TeeOutput, teeMachine, type WriterEvent } from '../machines/tee.js';
 import { ChunkChannel } from '../store/channel.js';

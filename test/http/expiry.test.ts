@@ -2,8 +2,8 @@
 // second is still served, no leeway), and a success response's max-age is clamped to the URL's
 // remaining life without touching the rest of Cache-Control; without exp every clamp is identity.
 import { describe, expect, it } from 'vitest';
+import { IMMUTABLE_CACHE_CONTROL } from '../../src/core/variantHeaders.js';
 import { clampCacheControl, clampTtlS, isExpired, remainingS } from '../../src/http/expiry.js';
-import { IMMUTABLE_CACHE_CONTROL } from '../../src/http/headers.js';
 
 const EXP = 2_000_000_000;
 

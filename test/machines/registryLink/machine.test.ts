@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { createActor } from 'xstate';
 import { call } from '../../../src/actors/call.js';
-import type { RegistryStats } from '../../../src/cluster/types.js';
+import type { RegistryStats } from '../../../src/machines/registryLink.js';
 import { registryLinkMachine, statsOf } from '../../../src/machines/registryLink.js';
 
 function start() {

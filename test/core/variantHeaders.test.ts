@@ -8,7 +8,7 @@ import {
   contentTypeFor,
   downloadFilename,
   IMMUTABLE_CACHE_CONTROL,
-} from '../../src/http/headers.js';
+} from '../../src/core/variantHeaders.js';
 import { parseOptions } from '../../src/http/options.js';
 
 describe('contentTypeFor', () => {

@@ -24,7 +24,7 @@
  * ## Events
  * None.
  */
-import type { Format, PeaksFormat } from '../core/variant.js';
+import type { Format, PeaksFormat } from './variant.js';
 
 /** A rendered variant's URL describes its bytes completely, so it never goes stale. */
 export const IMMUTABLE_CACHE_CONTROL = 'public, max-age=31536000, immutable, no-transform';
