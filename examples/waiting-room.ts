@@ -12,7 +12,7 @@
  */
 import { pbkdf2 } from 'node:crypto';
 import { promisify } from 'node:util';
-import type { TicketView, WaitingRoomTelemetry } from '../src/machines/waitingRoom.js';
+import type { TicketView, WaitingRoomTelemetry } from '../src/machines/waitingRoomSlots.js';
 import { join, startWaitingRoom, withAdmission } from '../src/services/waitingRoomClient.js';
 
 const derive = promisify(pbkdf2);

@@ -98,15 +98,14 @@ export {
   type TeeOutcome,
   teeMachine,
 } from './machines/tee.js';
+export { type WaitingRoomEvent, waitingRoomMachine } from './machines/waitingRoom.js';
 export {
   ADMISSION_QUEUE_EVENTS,
   type TicketView,
-  type WaitingRoomEvent,
   type WaitingRoomInput,
   type WaitingRoomMessage,
   type WaitingRoomTelemetry,
-  waitingRoomMachine,
-} from './machines/waitingRoom.js';
+} from './machines/waitingRoomSlots.js';
 export {
   type AudioProxy,
   type AudioProxyOptions,

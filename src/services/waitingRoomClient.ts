@@ -21,17 +21,19 @@
 import { type Actor, type ActorOptions, type AnyActorRef, createActor } from 'xstate';
 import { type CallOptions, call, cast, inbox } from '../actors/call.js';
 import {
-  type ClaimOutcome,
-  initialRoom,
   type JoinOutcome,
   type LeaveOutcome,
+  type RoomClaimOutcome,
   type RunEndedOutcome,
   type StatusOutcome,
+  waitingRoomMachine,
+} from '../machines/waitingRoom.js';
+import {
+  initialRoom,
   type TicketView,
   type WaitingRoomInput,
   type WaitingRoomMessage,
-  waitingRoomMachine,
-} from '../machines/waitingRoom.js';
+} from '../machines/waitingRoomSlots.js';
 
 /** How often `withAdmission` polls by default: a quarter of a 4 s heartbeat leaves three misses. */
 export const DEFAULT_POLL_MS = 1_000;
@@ -75,8 +77,8 @@ export function claim(
   room: AnyActorRef,
   session: string,
   options?: CallOptions,
-): Promise<ClaimOutcome> {
-  return call<ClaimOutcome>(room, { type: 'claim', session: checkSession(session) }, options);
+): Promise<RoomClaimOutcome> {
+  return call<RoomClaimOutcome>(room, { type: 'claim', session: checkSession(session) }, options);
 }
 
 /** Reports the session's run over, after its cleanup; `cancelled` runs under 5 s are not timed. */

@@ -32,11 +32,8 @@
 import type { Actor, ActorOptions, AnyActorRef } from 'xstate';
 import { call, cast } from '../actors/call.js';
 import type { ConfigProvider } from '../config.js';
-import type {
-  ClaimOutcome,
-  WaitingRoomTelemetry,
-  waitingRoomMachine,
-} from '../machines/waitingRoom.js';
+import type { RoomClaimOutcome, waitingRoomMachine } from '../machines/waitingRoom.js';
+import type { WaitingRoomTelemetry } from '../machines/waitingRoomSlots.js';
 import { startWaitingRoom } from './waitingRoomClient.js';
 
 export function roomSlotId(session: string): string {
@@ -109,7 +106,7 @@ export class WaitingRoomService {
    * no slot and acquires one as usual). The caller owes exactly one `runEnded` per non-null.
    */
   async claim(session: string): Promise<{ readonly adoptSlotId: string | null } | null> {
-    const outcome = await call<ClaimOutcome>(this.room, { type: 'claim', session });
+    const outcome = await call<RoomClaimOutcome>(this.room, { type: 'claim', session });
     if (outcome.type !== 'claimed') return null;
     return { adoptSlotId: outcome.implicit ? null : roomSlotId(session) };
   }

@@ -47,7 +47,8 @@ import {
   semaphoreMachine,
 } from '../../src/machines/semaphore.js';
 import { type TeeContext, teeMachine } from '../../src/machines/tee.js';
-import { type RoomSlot, waitingRoomMachine } from '../../src/machines/waitingRoom.js';
+import { waitingRoomMachine } from '../../src/machines/waitingRoom.js';
+import type { RoomSlot } from '../../src/machines/waitingRoomSlots.js';
 import type { WorkerPool } from '../../src/workers/pool.js';
 import type { GraphModel } from './walk.js';
 

@@ -5,7 +5,8 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import type { AnyStateNode } from 'xstate';
-import { SLOT_LIFECYCLE, waitingRoomMachine } from '../../../src/machines/waitingRoom.js';
+import { waitingRoomMachine } from '../../../src/machines/waitingRoom.js';
+import { SLOT_LIFECYCLE } from '../../../src/machines/waitingRoomSlots.js';
 
 const DOC = new URL('../../../docs/seeds/waiting-room.md', import.meta.url);
 

@@ -2,17 +2,19 @@
 // `send` that delivered it (the room never defers a reply), so `ask` throws when one is not.
 import { createActor } from 'xstate';
 import {
-  type ClaimOutcome,
   type JoinOutcome,
   type LeaveOutcome,
+  type RoomClaimOutcome,
   type RunEndedOutcome,
   type StatusOutcome,
-  type TicketView,
   type WaitingRoomEmitted,
-  type WaitingRoomInput,
-  type WaitingRoomTelemetry,
   waitingRoomMachine,
 } from '../../../src/machines/waitingRoom.js';
+import type {
+  TicketView,
+  WaitingRoomInput,
+  WaitingRoomTelemetry,
+} from '../../../src/machines/waitingRoomSlots.js';
 
 export type Emitted = Exclude<WaitingRoomEmitted, { type: 'reply' }>;
 
@@ -60,7 +62,7 @@ export function openRoom(overrides: Partial<WaitingRoomInput> = {}) {
     join: (session: string) => ask<JoinOutcome>({ type: 'join', session }),
     status: (session: string) => ask<StatusOutcome>({ type: 'status', session }),
     leave: (session: string) => ask<LeaveOutcome>({ type: 'leave', session }),
-    claim: (session: string) => ask<ClaimOutcome>({ type: 'claim', session }),
+    claim: (session: string) => ask<RoomClaimOutcome>({ type: 'claim', session }),
     runEnded: (session: string, cancelled?: boolean) =>
       ask<RunEndedOutcome>({ type: 'runEnded', session, cancelled }),
     tick: () => ask<{ type: 'ticked' }>({ type: 'tick' }),

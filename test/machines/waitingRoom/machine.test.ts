@@ -5,13 +5,13 @@
 // uses to hold, hand over and give back real slots. Nothing sleeps; the clock moves by hand.
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createActor } from 'xstate';
+import { waitingRoomMachine } from '../../../src/machines/waitingRoom.js';
 import {
   estimateMeanS,
   FULL_RETRY_AFTER_FALLBACK_S,
   initialRoom,
   roundHalfEven,
-  waitingRoomMachine,
-} from '../../../src/machines/waitingRoom.js';
+} from '../../../src/machines/waitingRoomSlots.js';
 import { type Emitted, openRoom, telemetryOf, ticketOf } from './harness.js';
 
 const withoutNotify = (events: Emitted[]) => events.filter((e) => e.type !== 'notify');

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { type TicketView, viewTicket } from '../../../src/machines/waitingRoom.js';
+import { type TicketView, viewTicket } from '../../../src/machines/waitingRoomSlots.js';
 import { type Emitted, openRoom, type Room } from './harness.js';
 
 const SESSIONS = ['a', 'b', 'c', 'd', 'e'] as const;

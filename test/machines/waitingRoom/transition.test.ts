@@ -4,7 +4,8 @@
 // transition never mutates the snapshot it started from, and that the sweep re-arms itself.
 import { describe, expect, it } from 'vitest';
 import { initialTransition, transition } from 'xstate';
-import { type WaitingRoomInput, waitingRoomMachine } from '../../../src/machines/waitingRoom.js';
+import { waitingRoomMachine } from '../../../src/machines/waitingRoom.js';
+import type { WaitingRoomInput } from '../../../src/machines/waitingRoomSlots.js';
 
 const clock = { ms: 0 };
 let ids = 0;
