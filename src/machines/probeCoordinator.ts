@@ -110,8 +110,10 @@ export const probeCoordinatorMachine = setup({
         answer(enqueue, event, payload);
       },
     ),
-    keepResult: ({ context, event }) => {
-      context.result = (event as unknown as { output: unknown }).output;
+    // The verdict and the failure come in the invoke's typed done / error event, handed over as
+    // params by the transitions below (the machine's own event union does not include them).
+    keepResult: ({ context }, params: { output: unknown }) => {
+      context.result = params.output;
     },
     broadcastResult: enqueueActions(({ context, enqueue }) => {
       for (const id of context.waiters) {
@@ -123,8 +125,8 @@ export const probeCoordinatorMachine = setup({
       }
       context.waiters.clear();
     }),
-    broadcastFailure: enqueueActions(({ context, event, enqueue }) => {
-      const failure = toFailure((event as unknown as { error: unknown }).error);
+    broadcastFailure: enqueueActions(({ context, enqueue }, params: { error: unknown }) => {
+      const failure = toFailure(params.error);
       for (const id of context.waiters) {
         enqueue.emit({ type: 'notify', to: id, message: { type: 'error', failure } });
       }
@@ -153,10 +155,21 @@ export const probeCoordinatorMachine = setup({
       invoke: {
         src: 'probe',
         input: ({ context }: { context: Context }) => context.probeInput,
-        onDone: { target: 'holding', actions: ['releaseSlot', 'keepResult', 'broadcastResult'] },
+        onDone: {
+          target: 'holding',
+          actions: [
+            'releaseSlot',
+            { type: 'keepResult', params: ({ event }) => ({ output: event.output }) },
+            'broadcastResult',
+          ],
+        },
         onError: {
           target: 'stopped',
-          actions: ['releaseSlot', 'unregister', 'broadcastFailure'],
+          actions: [
+            'releaseSlot',
+            'unregister',
+            { type: 'broadcastFailure', params: ({ event }) => ({ error: event.error }) },
+          ],
         },
       },
       on: {
