@@ -7,6 +7,9 @@
  *   all read these constants, so the docs cannot state a default the loader does not apply.
  * - **Units are in the names** (`_S`, `_MS`, `_BYTES`, `_CHARS`), and each constant says why it
  *   has its value.
+ *
+ * Not here: the render timeout's default, `DEFAULT_RENDER_TIMEOUT_S`, which the semaphore chart
+ * shares and therefore lives in `core/worker.ts`.
  */
 
 /** Listener port when neither `AP_PORT` nor `PORT` is set; the original's, so swaps are drop-in. */
@@ -15,8 +18,6 @@ export const DEFAULT_PORT = 4000;
 export const DEFAULT_QUEUE_SIZE = 32;
 /** Largest source accepted, in bytes; about a 3-hour 24-bit/96 kHz stereo master. */
 export const DEFAULT_MAX_SRC_BYTES = 2_000_000_000;
-/** Render silence limit, in seconds; long masters take minutes to encode on one core. */
-export const DEFAULT_RENDER_TIMEOUT_S = 300;
 /** ffprobe limit, in seconds; a probe reads headers only, so a slow one is a broken source. */
 export const DEFAULT_PROBE_TIMEOUT_S = 10;
 /** Six hours: past any album or long-form recording a listener streams; beyond it a source is a 413. */

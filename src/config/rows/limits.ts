@@ -13,6 +13,7 @@
  * Not here: the readiness threshold ≤ queue rule (`cross.ts`), and the waiting room's share of
  * the render slots (`waitingRoom.ts`).
  */
+import { DEFAULT_RENDER_TIMEOUT_S } from '../../core/worker.js';
 import {
   DEFAULT_BACKLOG_BUDGET_BYTES,
   DEFAULT_MAX_DURATION_S,
@@ -21,7 +22,6 @@ import {
   DEFAULT_MAX_SRC_BYTES,
   DEFAULT_PROBE_TIMEOUT_S,
   DEFAULT_QUEUE_SIZE,
-  DEFAULT_RENDER_TIMEOUT_S,
   PROBE_CONCURRENCY_FACTOR,
 } from '../defaults.js';
 import { integer } from '../parsers.js';
