@@ -8,9 +8,9 @@
  *   nothing else (a test records every environment read through a Proxy).
  * - **Every field has exactly one row**: the compiler refuses a table that leaves a field
  *   without a row (`Complete`), and `checked` refuses, at import, a name or field listed twice.
- * - **Order is meaning.** Sections appear in the order of `SECTIONS`; within a section, rows in
- *   the order the documentation lists them; and a row that derives its default from another
- *   comes after it (`Reading.get` throws otherwise, on the first load).
+ * - **Order is meaning.** Sections appear in the order of `SECTIONS` (checked at import); within
+ *   a section, rows appear in the order the documentation lists them; and a row that derives its
+ *   default from another comes after it (`Reading.get` throws otherwise, on the first load).
  */
 import { type ConfigRow, type ConfigVariable, type FieldName, SECTIONS } from './row.js';
 import { CLUSTER_ROWS } from './rows/cluster.js';
