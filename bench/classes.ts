@@ -11,7 +11,7 @@
  */
 import { basename } from 'node:path';
 import { pino } from 'pino';
-import { loadConfig, mutableConfig } from '../src/config.js';
+import { loadConfig, mutableConfig } from '../src/config/index.js';
 import type { AdmissionClass } from '../src/machines/semaphore.js';
 import { createAudioProxy } from '../src/proxy.js';
 import { stats } from '../src/services/semaphoreClient.js';

@@ -18,7 +18,7 @@ import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import { loadConfig } from '../src/config.js';
+import { loadConfig } from '../src/config/index.js';
 import { type AudioProxy, createAudioProxy } from '../src/proxy.js';
 import { resolveFfmpeg } from '../src/workers/ffmpegPath.js';
 import { startRedisServer } from '../test/cluster/redisServer.js';

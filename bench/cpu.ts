@@ -75,7 +75,7 @@ const HIT_SECONDS = 3;
 // Child modes
 
 async function serveProxy(root: string, storeRoot: string, profileTo?: string): Promise<void> {
-  const { loadConfig } = await import('../src/config.js');
+  const { loadConfig } = await import('../src/config/index.js');
   const { createAudioProxy } = await import('../src/proxy.js');
   const { pino } = await import('pino');
   const config = loadConfig({

@@ -22,7 +22,7 @@ import { request } from 'node:http';
 import fc from 'fast-check';
 import pLimit from 'p-limit';
 import { pino } from 'pino';
-import { loadConfig } from '../src/config.js';
+import { loadConfig } from '../src/config/index.js';
 import type { AudioProxy } from '../src/proxy.js';
 import { createAudioProxy } from '../src/proxy.js';
 import { stats } from '../src/services/semaphoreClient.js';

@@ -114,7 +114,7 @@ async function serveMemory(root: string) {
  * off (`AP_HIT_CACHE_BYTES=0`), so every HIT reads the file store (the disk path, issue #17).
  */
 async function serveProxy(root: string, disk = false) {
-  const { loadConfig } = await import('../src/config.js');
+  const { loadConfig } = await import('../src/config/index.js');
   const { createAudioProxy } = await import('../src/proxy.js');
   const { pino } = await import('pino');
   const { makeFixtures } = await import('../test/fixtures/audio.js');

@@ -22,7 +22,7 @@ import { request } from 'node:http';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import { loadConfig } from '../src/config.js';
+import { loadConfig } from '../src/config/index.js';
 import { parseRoute } from '../src/http/options.js';
 import { createAudioProxy } from '../src/proxy.js';
 import { buildRenderArgv } from '../src/workers/argv.js';

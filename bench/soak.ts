@@ -23,7 +23,7 @@ import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import { loadConfig } from '../src/config.js';
+import { loadConfig } from '../src/config/index.js';
 import { createAudioProxy } from '../src/proxy.js';
 import { stats } from '../src/services/semaphoreClient.js';
 import { resolveFfmpeg } from '../src/workers/ffmpegPath.js';

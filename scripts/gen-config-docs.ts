@@ -1,12 +1,12 @@
 /**
- * Regenerates docs/configuration.md from `CONFIG_VARIABLES` in src/config.ts.
+ * Regenerates docs/configuration.md from `CONFIG_VARIABLES` (src/config/table.ts).
  *
  *   npx tsx scripts/gen-config-docs.ts           write the file
  *   npx tsx scripts/gen-config-docs.ts --check   exit 1 if the file is stale (writes nothing)
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { renderConfigDocs } from '../src/config.js';
+import { renderConfigDocs } from '../src/config/index.js';
 
 const target = fileURLToPath(new URL('../docs/configuration.md', import.meta.url));
 const generated = renderConfigDocs();

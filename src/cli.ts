@@ -34,7 +34,7 @@ import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { parseArgs } from 'node:util';
 import { FATAL_EXIT_CODE } from './actors/system.js';
-import { ConfigError, configOrExit, configWarnings, loadConfig } from './config.js';
+import { ConfigError, configOrExit, configWarnings, loadConfig } from './config/index.js';
 import { ENCODED_URL_PATH, toUrlPath } from './core/rawPath.js';
 import { demoUrls, ensureDemoLibrary } from './demo.js';
 import { sign } from './http/signature.js';

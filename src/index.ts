@@ -35,7 +35,7 @@ export {
   type MutableConfigProvider,
   mutableConfig,
   staticConfig,
-} from './config.js';
+} from './config/index.js';
 export type { Failure } from './core/failure.js';
 export { toRawPath } from './core/rawPath.js';
 export { DEMO_TRACKS, demoRoot, demoUrls, ensureDemoLibrary } from './demo.js';

@@ -55,7 +55,7 @@ import {
 } from '@statelyai/inspect';
 import { WebSocket, WebSocketServer } from 'ws';
 import type { AnyActorRef, InspectionEvent, Observer } from 'xstate';
-import type { Config } from './config.js';
+import type { Config } from './config/index.js';
 
 /** How long `openInspection` waits for the relay's socket to open. */
 export const INSPECTOR_CONNECT_TIMEOUT_MS = 5_000;

@@ -41,7 +41,7 @@ import { type Actor, type AnyActorRef, createActor, fromPromise } from 'xstate';
 import { call } from './actors/call.js';
 import { createSystem, FATAL_STOP_BUDGET_MS, type Fatal } from './actors/system.js';
 import { Cluster } from './cluster/cluster.js';
-import { type Config, type ConfigProvider, staticConfig } from './config.js';
+import { type Config, type ConfigProvider, staticConfig } from './config/index.js';
 import type { RenderRequest } from './core/request.js';
 import type { ResolvedSource } from './core/source.js';
 import { createLiveView } from './debug/liveView.js';

@@ -6,7 +6,7 @@ import type { ChildProcess } from 'node:child_process';
 import { networkInterfaces } from 'node:os';
 import { pino } from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../src/config.js';
+import { loadConfig } from '../src/config/index.js';
 import { createAudioProxy } from '../src/proxy.js';
 import { startBin } from './binProcess.js';
 import { get, waitFor } from './integration/harness.js';

@@ -35,7 +35,7 @@ import {
   SERVE_MODES,
   staticConfig,
   unrecognisedVariables,
-} from '../src/config.js';
+} from '../src/config/index.js';
 
 type Env = Record<string, string | undefined>;
 
@@ -1118,7 +1118,7 @@ describe('configOrExit', () => {
 
   it('a real process exits with status 2 and the messages on stderr', () => {
     const script = join(dir, 'boot.ts');
-    const configUrl = pathToFileURL(join(process.cwd(), 'src/config.ts')).href;
+    const configUrl = pathToFileURL(join(process.cwd(), 'src/config/index.ts')).href;
     writeFileSync(
       script,
       `import { configOrExit } from '${configUrl}';\nconfigOrExit(process.env);\nconsole.log('booted');\n`,

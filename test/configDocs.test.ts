@@ -8,7 +8,12 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CONFIG_VARIABLES, ConfigError, loadConfig, renderConfigDocs } from '../src/config.js';
+import {
+  CONFIG_VARIABLES,
+  ConfigError,
+  loadConfig,
+  renderConfigDocs,
+} from '../src/config/index.js';
 
 const DOC_PATH = join(process.cwd(), 'docs/configuration.md');
 const names = CONFIG_VARIABLES.map((v) => v.name);

@@ -7,7 +7,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, normalize } from 'node:path';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../src/config.js';
+import { loadConfig } from '../src/config/index.js';
 import type { Failure } from '../src/core/failure.js';
 import { ERROR_TABLE, type ErrorRow, errorResponse } from '../src/http/errors.js';
 import * as publicSurface from '../src/index.js';

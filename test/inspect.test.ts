@@ -14,7 +14,7 @@ import { createWebSocketReceiver, type StatelyInspectionEvent } from '@statelyai
 import { pino } from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { InspectionEvent } from 'xstate';
-import { loadConfig } from '../src/config.js';
+import { loadConfig } from '../src/config/index.js';
 import {
   type InspectorRelay,
   openInspection,

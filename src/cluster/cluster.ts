@@ -38,7 +38,7 @@
 import type { Agent, IncomingMessage, ServerResponse } from 'node:http';
 import type { Redis } from 'ioredis';
 import type { AnyActorRef } from 'xstate';
-import type { Config } from '../config.js';
+import type { Config } from '../config/index.js';
 import type { RenderRequest, SubscribeOutcome } from '../core/request.js';
 import type { BeforeRenderOutcome, ClusterEndpoints } from '../http/handler.js';
 import type { ClusterSample } from '../telemetry/metrics.js';

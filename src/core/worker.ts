@@ -26,6 +26,12 @@ export const KILL_WAIT_MS = 1_000; // SIGKILL is not catchable; only a D-state p
 
 export type KillOutcome = 'already_dead' | 'terminated' | 'killed' | 'survived';
 
+/**
+ * A render's silence limit when `AP_RENDER_TIMEOUT` is unset, in seconds: long masters take
+ * minutes to encode on one core. Config's default and the semaphore chart's Retry-After ceiling.
+ */
+export const DEFAULT_RENDER_TIMEOUT_S = 300;
+
 /** Largest chunk sent to the main thread. */
 export const BATCH_BYTES = 64 * 1024; // one full pipe read: fast outputs (wav, flac) already arrive in reads this size
 

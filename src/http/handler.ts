@@ -33,7 +33,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AnyActorRef } from 'xstate';
 import type { GoneReason } from '../actors/monitor.js';
 import { watch } from '../actors/monitor.js';
-import type { Config, ConfigProvider } from '../config.js';
+import type { Config, ConfigProvider } from '../config/index.js';
 import type { Failure, RenderFailure } from '../core/failure.js';
 import type { ProbeOutcome, RenderRequest, SubscribeOutcome } from '../core/request.js';
 import type { ResolvedSource, Source } from '../core/source.js';

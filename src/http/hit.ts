@@ -33,7 +33,7 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
-import type { ServeMode } from '../config.js';
+import type { ServeMode } from '../config/index.js';
 import { InFlight } from '../core/inflight.js';
 import type { StoredVariant, VariantStore } from '../store/types.js';
 import { publish } from '../telemetry/channels.js';

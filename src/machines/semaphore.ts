@@ -60,6 +60,7 @@ import {
   type Outbox,
   type ReplyEvent,
 } from '../core/protocol.js';
+import { DEFAULT_RENDER_TIMEOUT_S } from '../core/worker.js';
 
 /** Admission classes, highest first. The order is the ranking. */
 export const ADMISSION_CLASSES = ['interactive', 'high', 'normal', 'low'] as const;
@@ -69,8 +70,6 @@ export type AdmissionClass = (typeof ADMISSION_CLASSES)[number];
 export const HOLD_SAMPLES = 20;
 /** Stands in for the average until a hold completes: a small wrong hint beats none. */
 export const DEFAULT_HOLD_MS = 2_000;
-/** `AP_RENDER_TIMEOUT`'s default: caps Retry-After when neither pinned nor provided. */
-export const DEFAULT_RENDER_TIMEOUT_S = 300;
 
 /** What the config provider answers. Read on every operation, never cached. */
 export interface SemaphoreLimits {

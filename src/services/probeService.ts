@@ -27,7 +27,7 @@ import {
 import { CallError, call, inbox } from '../actors/call.js';
 import { watchInto } from '../actors/monitor.js';
 import { Registry } from '../actors/registry.js';
-import type { ConfigProvider } from '../config.js';
+import type { ConfigProvider } from '../config/index.js';
 import type { Failure } from '../core/failure.js';
 import type { ProbeOutcome } from '../core/request.js';
 import type { ResolvedSource } from '../core/source.js';

@@ -30,7 +30,7 @@ import { type Actor, type ActorOptions, type AnyActorLogic, createActor } from '
 import { CallError, call, cast, inbox } from '../actors/call.js';
 import { watchInto } from '../actors/monitor.js';
 import { Registry } from '../actors/registry.js';
-import type { ConfigProvider } from '../config.js';
+import type { ConfigProvider } from '../config/index.js';
 import type { RenderFailure } from '../core/failure.js';
 import type { RenderRequest, SubscribeOutcome } from '../core/request.js';
 import {

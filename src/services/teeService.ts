@@ -36,7 +36,7 @@
 import { type Actor, type ActorOptions, type AnyActorRef, createActor, fromCallback } from 'xstate';
 import { call, inbox } from '../actors/call.js';
 import { watch, watchInto } from '../actors/monitor.js';
-import type { Config, ConfigProvider } from '../config.js';
+import type { Config, ConfigProvider } from '../config/index.js';
 import type { RenderOptions } from '../core/variant.js';
 import {
   contentDisposition,

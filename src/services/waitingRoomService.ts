@@ -31,7 +31,7 @@
  */
 import type { Actor, ActorOptions, AnyActorRef } from 'xstate';
 import { call, cast } from '../actors/call.js';
-import type { ConfigProvider } from '../config.js';
+import type { ConfigProvider } from '../config/index.js';
 import type { RoomClaimOutcome, waitingRoomMachine } from '../machines/waitingRoom.js';
 import type { WaitingRoomTelemetry } from '../machines/waitingRoomSlots.js';
 import { startWaitingRoom } from './waitingRoomClient.js';

@@ -34,7 +34,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { Agent, request } from 'node:https';
-import type { Config } from '../config.js';
+import type { Config } from '../config/index.js';
 import type { Failure } from '../core/failure.js';
 import type { ResolvedSource, Source } from '../core/source.js';
 import { type PinnedAddress, pinAddress, pinnedLookup } from './address.js';

@@ -16,7 +16,7 @@
  * ## Events
  * None.
  */
-import type { Config } from '../config.js';
+import type { Config } from '../config/index.js';
 import type { Failure } from '../core/failure.js';
 import type { ResolvedSource, Source } from '../core/source.js';
 import { type ResolveHttpsOptions, resolveHttpsSource } from './https.js';

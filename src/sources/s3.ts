@@ -27,7 +27,7 @@
  * None.
  */
 import { GetObjectCommand, HeadObjectCommand, type S3Client } from '@aws-sdk/client-s3';
-import type { Config, S3Profile } from '../config.js';
+import type { Config, S3Profile } from '../config/index.js';
 import type { Failure } from '../core/failure.js';
 import type { ResolvedSource, Source } from '../core/source.js';
 import { classifyS3Error, createS3Client } from '../store/s3client.js';

@@ -27,7 +27,7 @@
  * None; `stats()` reads the counters.
  */
 import type { Readable } from 'node:stream';
-import { DEFAULT_HIT_CACHE_BYTES } from '../config.js';
+import { DEFAULT_HIT_CACHE_BYTES } from '../config/index.js';
 import {
   type ByteRange,
   checkKey,

@@ -24,7 +24,7 @@
  * None.
  */
 import { randomBytes } from 'node:crypto';
-import type { Config } from '../config.js';
+import type { Config } from '../config/index.js';
 import { FileVariantStore } from './file.js';
 import { DEFAULT_HIT_CACHE_BYTES, HotVariantCache } from './hotCache.js';
 import { S3VariantStore } from './s3.js';

@@ -24,7 +24,7 @@ import { readFileSync } from 'node:fs';
 import { Agent as HttpAgent } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
 import { S3Client } from '@aws-sdk/client-s3';
-import type { S3Profile } from '../config.js';
+import type { S3Profile } from '../config/index.js';
 
 /** Connect deadline, in ms: an unreachable store must fail a HIT lookup fast, not hang it. */
 export const S3_CONNECT_TIMEOUT_MS = 3_000;

@@ -14,9 +14,8 @@
  */
 import diagnostics from 'node:diagnostics_channel';
 import { type DestinationStream, type Logger, pino } from 'pino';
+import type { LogLevel } from '../config/index.js';
 import { type InternalErrorRequest, RENDER_CHANNELS } from './channels.js';
-
-export type LogLevel = 'debug' | 'info' | 'warning' | 'error';
 
 export function createLogger(level: LogLevel = 'info', destination?: DestinationStream): Logger {
   const pinoLevel = level === 'warning' ? 'warn' : level;

@@ -14,7 +14,7 @@ import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLAIM_KEY_PREFIX } from '../../src/cluster/renderClaim.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/index.js';
 import { type AudioProxy, createAudioProxy } from '../../src/proxy.js';
 import { stats } from '../../src/services/semaphoreClient.js';
 import { resolveFfmpeg } from '../../src/workers/ffmpegPath.js';

@@ -4,7 +4,7 @@
  * Its whole configuration comes from the environment; it prints `listening <url>` once bound.
  */
 import { pino } from 'pino';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/index.js';
 import { createAudioProxy } from '../../src/proxy.js';
 
 const config = loadConfig(process.env);

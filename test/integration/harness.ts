@@ -8,7 +8,7 @@ import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'vitest';
-import { loadConfig, type MutableConfigProvider, mutableConfig } from '../../src/config.js';
+import { loadConfig, type MutableConfigProvider, mutableConfig } from '../../src/config/index.js';
 import { type AudioProxy, createAudioProxy } from '../../src/proxy.js';
 import { stats } from '../../src/services/semaphoreClient.js';
 import { resolveFfmpeg } from '../../src/workers/ffmpegPath.js';

@@ -3,7 +3,7 @@
 // the app hears of it through `onFatal`, after the proxy has stopped, and carries on.
 import { createServer } from 'node:http';
 import { pino } from 'pino';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/index.js';
 import { createAudioProxy } from '../../src/proxy.js';
 
 const host = createServer((_req, res) => res.end('host ok')); // the app's own server

@@ -9,7 +9,7 @@ import { createServer as createNetServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/index.js';
 import { ERROR_TABLE } from '../../src/http/errors.js';
 import { createAudioProxy } from '../../src/proxy.js';
 import { resolveFfmpeg } from '../../src/workers/ffmpegPath.js';

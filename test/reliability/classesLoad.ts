@@ -27,7 +27,7 @@
 import diagnostics from 'node:diagnostics_channel';
 import { request as httpRequest } from 'node:http';
 import type { AnyActorRef } from 'xstate';
-import type { ConfigProvider } from '../../src/config.js';
+import type { ConfigProvider } from '../../src/config/index.js';
 import type { RenderRequest } from '../../src/core/request.js';
 import { cacheKey } from '../../src/http/cacheKey.js';
 import { parseRoute } from '../../src/http/options.js';

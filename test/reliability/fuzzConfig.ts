@@ -17,7 +17,7 @@
 import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
-import { CONFIG_VARIABLES, ConfigError, loadConfig } from '../../src/config.js';
+import { CONFIG_VARIABLES, ConfigError, loadConfig } from '../../src/config/index.js';
 import { resolveFfmpeg } from '../../src/workers/ffmpegPath.js';
 
 const NAMES: readonly string[] = CONFIG_VARIABLES.map((v) => v.name);

@@ -10,7 +10,7 @@
  * Events: none.
  */
 import { pino } from 'pino';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/index.js';
 import { createAudioProxy } from '../../src/proxy.js';
 
 const env = JSON.parse(process.env.AP_SLOW_SERVER_ENV ?? '{}') as Record<string, string>;

@@ -23,7 +23,7 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Actor, createActor, type InspectionEvent } from 'xstate';
-import { loadConfig, staticConfig } from '../../src/config.js';
+import { loadConfig, staticConfig } from '../../src/config/index.js';
 import type { RenderRequest } from '../../src/core/request.js';
 import { parseOptions } from '../../src/http/options.js';
 import {

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AnyActorRef, createActor, fromCallback } from 'xstate';
 import { call, inbox } from '../../src/actors/call.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/index.js';
 import {
   renderCoordinatorMachine,
   type SubscriberMessage,

@@ -16,7 +16,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/index.js';
 import type { ResolvedSource } from '../../src/core/source.js';
 import { parseSource } from '../../src/sources/parse.js';
 import { resolveRemote } from '../../src/sources/remote.js';

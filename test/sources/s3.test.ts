@@ -102,7 +102,7 @@ describe('s3:// sources', () => {
   it('no credentials, or credentials the store does not know: 500 not_configured', async () => {
     const parsed = parseSource('plain/s3://media/music/stereo.wav');
     if (!parsed.ok) throw new Error('unparseable');
-    const { loadConfig } = await import('../../src/config.js');
+    const { loadConfig } = await import('../../src/config/index.js');
     const anonymous = loadConfig({ AP_S3_ENDPOINT: s3.endpoint });
     expect(await resolveRemote(parsed.source, parsed.canonical, anonymous)).toEqual({
       failure: { type: 'not_configured' },

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/index.js';
 import { FileVariantStore } from '../../src/store/file.js';
 import { HotVariantCache } from '../../src/store/hotCache.js';
 import { createVariantStore } from '../../src/store/index.js';

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/index.js';
 import { FileVariantStore } from '../../src/store/file.js';
 import { createVariantStore } from '../../src/store/index.js';
 import { S3VariantStore } from '../../src/store/s3.js';
