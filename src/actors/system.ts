@@ -15,9 +15,13 @@
  *   singleton (a semaphore that forgot its holders) must not keep serving. The default fatal
  *   path logs, runs the bounded shutdown (so ffmpeg processes are killed), then calls
  *   `afterFatal`. Nothing here calls `process.exit`: a host (the CLI) exits with
- *   `FATAL_EXIT_CODE` from its own hook; an embedding app decides for itself. A singleton actor that stops or finishes while the system is running
- *   is fatal too; dynamic actors put under `supervise` are fatal only on error.
+ *   `FATAL_EXIT_CODE` from its own hook; an embedding app decides for itself. A singleton actor
+ *   that stops or finishes while the system is running is fatal too; dynamic actors put under
+ *   `supervise` are fatal only on error.
  * - **Fatal fires once.** Later failures are logged, not acted on again.
+ * - **Hooks are given, never patched in.** `onFatal`, `afterFatal` and `onSupervise` are options
+ *   of `createSystem`; a child's `start` is handed the system (`get`, `supervise`), so a service
+ *   that supervises its dynamic actors is built inside its child, after the system exists.
  *
  * ## Races
  * - *Fatal or stop during start.* `stop()` waits for the start in flight to settle; the start
@@ -55,10 +59,20 @@ export interface StartedChildren {
   get<H = unknown>(name: string): H;
 }
 
+/** What a child's `start` is handed: the children started before it, and the fatal policy. */
+export interface SystemContext extends StartedChildren {
+  /** Treats an `error` of `actor` (a dynamic actor, e.g. a coordinator) as fatal. */
+  supervise(actor: AnyActorRef, name: string): Unwatch;
+}
+
 export interface ChildSpec<H = unknown> {
   /** Unique within the system; used in logs and `get`. */
   readonly name: string;
-  start(started: StartedChildren): H | Promise<H>;
+  /**
+   * Starts the child. A service whose dynamic actors the system must supervise is built here,
+   * from `system.supervise`, so nothing is wired into it after the system exists.
+   */
+  start(system: SystemContext): H | Promise<H>;
   stop(handle: H): void | Promise<void>;
   /** The XState actor inside the handle, if any: it is watched for errors and early stops. */
   actor?(handle: H): AnyActorRef | undefined;
@@ -81,6 +95,8 @@ export interface ChildStopReport {
 export interface SystemOptions {
   /** Replaces the default fatal path (log, bounded shutdown, `afterFatal`). */
   readonly onFatal?: (fatal: Fatal) => void;
+  /** Called with every actor put under `supervise`, before it is watched (a live view follows it). */
+  readonly onSupervise?: (actor: AnyActorRef, name: string) => void;
   /** @default a console-backed logger */
   readonly logger?: SystemLogger;
   /**
@@ -93,12 +109,10 @@ export interface SystemOptions {
 
 export type SystemStatus = 'starting' | 'running' | 'stopping' | 'stopped';
 
-export interface System extends StartedChildren {
+export interface System extends SystemContext {
   readonly status: SystemStatus;
   /** Stops every started child in reverse order. Idempotent: every call gets the same promise. */
   stop(): Promise<readonly ChildStopReport[]>;
-  /** Treats an `error` of `actor` (a dynamic actor, e.g. a coordinator) as fatal. */
-  supervise(actor: AnyActorRef, name: string): Unwatch;
 }
 
 interface StartedChild {
@@ -123,6 +137,7 @@ class ActorSystem implements System {
   readonly #logger: SystemLogger;
   readonly #afterFatal: ((fatal: Fatal) => void) | undefined;
   readonly #onFatal: ((fatal: Fatal) => void) | undefined;
+  readonly #onSupervise: ((actor: AnyActorRef, name: string) => void) | undefined;
   readonly #started: StartedChild[] = [];
   readonly #handles = new Map<string, unknown>();
   #status: SystemStatus = 'starting';
@@ -155,6 +170,7 @@ class ActorSystem implements System {
     this.#logger = options.logger ?? consoleLogger;
     this.#afterFatal = options.afterFatal;
     this.#onFatal = options.onFatal;
+    this.#onSupervise = options.onSupervise;
   }
 
   get status(): SystemStatus {
@@ -202,6 +218,7 @@ class ActorSystem implements System {
   }
 
   supervise(actor: AnyActorRef, name: string): Unwatch {
+    this.#onSupervise?.(actor, name);
     return watch(actor, (reason) => {
       if (reason.type === 'error') this.#raise({ child: name, reason });
     });
@@ -280,6 +297,32 @@ class ActorSystem implements System {
 }
 
 function noop(): void {}
+
+/**
+ * A child that is one XState actor: started with the system, stopped with it, and watched (an
+ * error, or an end while the system runs, is fatal). `attach` runs once the actor has started
+ * (e.g. publishing its telemetry); what it returns runs once the actor has stopped.
+ */
+export function actorChild<A extends AnyActorRef>(
+  name: string,
+  actor: A,
+  attach?: (actor: A) => () => void,
+): ChildSpec<A> {
+  let detach: () => void = noop;
+  return {
+    name,
+    start: () => {
+      actor.start();
+      detach = attach?.(actor) ?? noop;
+      return actor;
+    },
+    stop: () => {
+      actor.stop();
+      detach();
+    },
+    actor: () => actor,
+  };
+}
 
 /**
  * Starts `children` in the declared order and resolves with the running system. If a child's

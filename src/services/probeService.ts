@@ -11,6 +11,9 @@
  * A verdict about the bytes is kept per source version (`probeCache.ts`): the next request for
  * the same unchanged source is answered from it, without a limiter slot or a subprocess.
  *
+ * The probe itself (open the source, run ffprobe on its descriptor, judge the answer) is the
+ * `probeLogic` the caller provides: the proxy's is `probeGate.ts`.
+ *
  * ## Races
  * - *Verdict before the waiter's continuation runs*: the inbox is registered before the join,
  *   and a verdict held in the join reply is taken from there.

@@ -6,8 +6,8 @@
  * running coordinator for its backlog in the same transition that adds the subscriber.
  *
  * ## Invariants
- * - **One owner per slot, from grant to end.** The render input is built before the semaphore
- *   is asked (a throw there holds nothing). From the grant until the coordinator has started,
+ * - **One owner per slot, from grant to end.** The render input (`renderInput.ts` in the proxy)
+ *   is built before the semaphore is asked (a throw there holds nothing). From the grant until the coordinator has started,
  *   `#start` owns the slot or queue place and gives it back on any throw (`#abandon`); from the
  *   coordinator's start on, the coordinator owns it and releases it on every one of its paths.
  *

@@ -55,12 +55,12 @@ export const UNREACHABLE_RETRY_AFTER_S = 1;
 /** `stats` default; callers with a budget of their own (readiness, metrics) pass 1 s. */
 export const STATS_TIMEOUT_MS = 5_000;
 
-export interface RequestOptions {
+export interface SlotRequestOptions {
   /** One of `ADMISSION_CLASSES`. @default 'interactive' (never displaced, outranked by nothing) */
   readonly class?: AdmissionClass;
 }
 
-export interface AcquireOptions extends RequestOptions {
+export interface AcquireOptions extends SlotRequestOptions {
   /** Milliseconds to wait once queued; then the id is released and `timeout` answered. @default Infinity */
   readonly timeout?: number;
   /** Aborting while queued releases the id and rejects with `CallError` `ERR_CALL_ABORTED`. */
@@ -106,7 +106,7 @@ function requestEvent(id: string, cls: AdmissionClass | undefined) {
 export function request(
   sem: AnyActorRef,
   id: string,
-  options: RequestOptions = {},
+  options: SlotRequestOptions = {},
 ): Promise<RequestOutcome> {
   const cls = admissionClass(options.class);
   return call<RequestOutcome>(sem, requestEvent(id, cls));

@@ -12,14 +12,37 @@
  * already use, so neither knows it is supervised: `run` simply waits inside the supervisor while
  * a pool starts or restarts. No second admission queue exists here: every task reaching `run`
  * already holds a semaphore (or probe limiter) grant, so at most `size` tasks ever wait.
+ *
+ * `createSupervisedPool` builds one (Piscina pool, process, supervisor; every supervisor
+ * transition published on `WORKER_POOL_TRANSITION_CHANNEL`, labelled with the pool's name);
+ * `poolsChild` is the system child that warms the pools at boot and drains them at shutdown
+ * (up to `POOL_STOP_DRAIN_MS`, then their threads, and ffmpeg with them, are killed).
  */
+import diagnostics from 'node:diagnostics_channel';
 import type { TransferListItem, Worker } from 'node:worker_threads';
-import type { Process, ProcessSupervisorActor } from '../machines/processSupervisor.js';
-import { PoolError, type RunOptions, type StopOptions, type WorkerPool } from '../workers/pool.js';
-import { runSupervised } from './supervisorClient.js';
+import type { ActorOptions } from 'xstate';
+import type { ChildSpec } from '../actors/system.js';
+import type {
+  Process,
+  ProcessSupervisorActor,
+  processSupervisorMachine,
+  SupervisorTelemetry,
+} from '../machines/processSupervisor.js';
+import { WORKER_POOL_TRANSITION_CHANNEL } from '../telemetry/channels.js';
+import {
+  createWorkerPool,
+  PoolError,
+  type RunOptions,
+  type StopOptions,
+  type WorkerPool,
+} from '../workers/pool.js';
+import { runSupervised, startProcessSupervisor, stopSupervisor } from './supervisorClient.js';
 
 /** How long a planned recycle lets the old pool's running tasks finish before killing them. */
 export const RECYCLE_DRAIN_MS = 5_000;
+
+/** At shutdown, how long running tasks get before their threads (and ffmpeg) are killed. */
+export const POOL_STOP_DRAIN_MS = 10_000;
 
 /** The supervisor's view of one pool incarnation after another. */
 export class PoolProcess implements Process {
@@ -135,4 +158,59 @@ export class SupervisedPool implements WorkerPool {
   async destroy(): Promise<void> {
     await this.process.current?.destroy();
   }
+}
+
+export interface SupervisedPoolOptions {
+  readonly name: 'render' | 'probe';
+  /** Concurrent tasks: the admission capacity the pool serves. */
+  readonly size: number;
+  /** Recycle budget, read on every admission; 0 = never. */
+  readonly maxTasks: () => number;
+  /** XState inspection observer for the supervisor (the proxy's `inspect` option). */
+  readonly inspect?: ActorOptions<typeof processSupervisorMachine>['inspect'];
+}
+
+/**
+ * A worker pool under a started process supervisor, which creates the pool lazily (on the
+ * first task), recycles it after `maxTasks` tasks and replaces it when it stops answering
+ * health probes.
+ */
+export function createSupervisedPool(options: SupervisedPoolOptions): SupervisedPool {
+  const { name, size } = options;
+  const process = new PoolProcess(() => createWorkerPool({ name, size }));
+  const supervisor = startProcessSupervisor(
+    { process, maxTasks: options.maxTasks },
+    options.inspect ? { inspect: options.inspect } : {},
+  );
+  // Every supervisor transition goes out on the diagnostics channel, labelled with its pool.
+  const transitions = diagnostics.channel(WORKER_POOL_TRANSITION_CHANNEL);
+  supervisor.on('telemetry', (event: SupervisorTelemetry) => {
+    if (transitions.hasSubscribers) transitions.publish({ pool: name, ...event });
+  });
+  return new SupervisedPool({ name, size, supervisor, process });
+}
+
+/**
+ * The system child owning `pools`. Starting warms each with one echo, so the first request does
+ * not pay for the threads' start (and a probe deadline is never spent waiting for a pool to come
+ * up); stopping drains each up to `drainMs`, then kills what is left and stops the supervisors.
+ */
+export function poolsChild(
+  pools: readonly SupervisedPool[],
+  drainMs: number = POOL_STOP_DRAIN_MS,
+): ChildSpec<readonly SupervisedPool[]> {
+  return {
+    name: 'pools',
+    start: async () => {
+      await Promise.all(pools.map((p) => p.run({ kind: 'echo', value: 'warm' })));
+      return pools;
+    },
+    stop: async (started) => {
+      await Promise.all(
+        started.map((p) => stopSupervisor(p.supervisor, { drainTimeoutMs: drainMs })),
+      );
+      for (const p of started) p.supervisor.stop();
+    },
+    stopTimeoutMs: drainMs + 10_000,
+  };
 }

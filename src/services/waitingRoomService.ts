@@ -32,9 +32,24 @@
 import type { Actor, ActorOptions, AnyActorRef } from 'xstate';
 import { call, cast } from '../actors/call.js';
 import type { ConfigProvider } from '../config/index.js';
-import type { RoomClaimOutcome, waitingRoomMachine } from '../machines/waitingRoom.js';
+import type {
+  JoinOutcome,
+  LeaveOutcome,
+  RoomClaimOutcome,
+  StatusOutcome,
+  waitingRoomMachine,
+} from '../machines/waitingRoom.js';
 import type { WaitingRoomTelemetry } from '../machines/waitingRoomSlots.js';
-import { startWaitingRoom } from './waitingRoomClient.js';
+import { join, leave, startWaitingRoom, status } from './waitingRoomClient.js';
+
+/** What the HTTP side's queue endpoints and render path ask of the room (`endpoints()`). */
+export interface WaitingRoomCalls {
+  join(session: string): Promise<JoinOutcome>;
+  status(session: string): Promise<StatusOutcome>;
+  leave(session: string): Promise<LeaveOutcome>;
+  claim(session: string): Promise<{ readonly adoptSlotId: string | null } | null>;
+  runEnded(session: string, cancelled: boolean): void;
+}
 
 export function roomSlotId(session: string): string {
   return `room:${session}`;
@@ -114,6 +129,17 @@ export class WaitingRoomService {
   /** The claimed run is over (its response finished, failed or was abandoned); every claim's. */
   runEnded(session: string, cancelled: boolean): void {
     cast(this.room, { type: 'runEnded', session, cancelled });
+  }
+
+  /** The room's calls as free functions (no `this`), for the HTTP side. */
+  endpoints(): WaitingRoomCalls {
+    return {
+      join: (session) => join(this.room, session),
+      status: (session) => status(this.room, session),
+      leave: (session) => leave(this.room, session),
+      claim: (session) => this.claim(session),
+      runEnded: (session, cancelled) => this.runEnded(session, cancelled),
+    };
   }
 
   stop(): void {

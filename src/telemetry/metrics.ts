@@ -57,9 +57,16 @@ export interface GaugeSources {
   /** Cluster mode's state and counts (absent: a single node; its metrics read 0). */
   readonly cluster?: () => Promise<ClusterSample>;
   /** Optional extra gauges contributed by other owners (e.g. the process supervisors). */
-  readonly extra?: () => Promise<
-    Array<{ name: string; help: string; value: number; labels?: Record<string, string> }>
-  >;
+  readonly extra?: () => Promise<ExtraGauge[]>;
+}
+
+/** One series of a gauge another owner contributes (`GaugeSources.extra`); same-name series
+ * share one `# HELP`/`# TYPE` block. */
+export interface ExtraGauge {
+  readonly name: string;
+  readonly help: string;
+  readonly value: number;
+  readonly labels?: Readonly<Record<string, string>>;
 }
 
 /** Outcomes of a forward to the claim owner, and of a hand-off to a peer (closed sets). */
@@ -346,9 +353,7 @@ export class Metrics {
   }
 }
 
-function renderExtra(
-  gauges: Array<{ name: string; help: string; value: number; labels?: Record<string, string> }>,
-): string {
+function renderExtra(gauges: readonly ExtraGauge[]): string {
   const byName = new Map<string, typeof gauges>();
   for (const g of gauges) byName.set(g.name, [...(byName.get(g.name) ?? []), g]);
   let out = '';

@@ -43,7 +43,7 @@ import { Piscina } from 'piscina';
 /** Threads beyond `size`, reserved for health round trips. */
 export const HEALTH_THREADS = 1; // a probe must never occupy the thread a granted render needs
 /** Default budget for `healthy()`. */
-export const HEALTH_DEADLINE_MS = 2_000; // a worker busy for 2 s on an echo is not healthy
+export const POOL_HEALTH_DEADLINE_MS = 2_000; // a worker busy for 2 s on an echo is not healthy
 /** Default drain budget for `stop()`. */
 export const STOP_DRAIN_MS = 5_000; // the render child shutdown budget
 
@@ -276,7 +276,7 @@ class PiscinaWorkerPool implements WorkerPool {
     });
   }
 
-  async healthy(deadlineMs: number = HEALTH_DEADLINE_MS): Promise<boolean> {
+  async healthy(deadlineMs: number = POOL_HEALTH_DEADLINE_MS): Promise<boolean> {
     if (this.#stopped || this.#failure || this.#piscina === null) return false;
     // Every thread busy (all slots plus an echo already out): running tasks vouch for them.
     if (this.#inFlight + this.#echoes >= this.size + HEALTH_THREADS) return true;

@@ -387,7 +387,7 @@ export interface RunRenderResult {
   readonly cancel?: CancelReport;
 }
 
-export interface RunOptions {
+export interface RunRenderOptions {
   /** Aborting cancels the render (a barrier: resolves once ffmpeg is dead). */
   readonly signal?: AbortSignal;
   /** Called for every chunk; chunks are still collected. */
@@ -400,7 +400,7 @@ export interface RunOptions {
 export function runRender(
   pool: WorkerPool,
   spec: RenderSpec,
-  options: RunOptions = {},
+  options: RunRenderOptions = {},
 ): Promise<RunRenderResult> {
   const chunks: Buffer[] = [];
   const autoAck = options.autoAck ?? true;

@@ -3,6 +3,8 @@
 // does not hold up the others; an actor error, or a singleton ending while the system runs, is
 // fatal exactly once (logged, bounded shutdown, then the host's afterFatal hook), and a child's own
 // planned stop is not. The default path, which never exits the process, is checked in a real child.
+// Hooks are given at construction: a child's start is handed `supervise`, `onSupervise` sees every
+// supervised actor, and `actorChild` wraps one actor (start, attach, stop, detach, watch).
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -12,6 +14,7 @@ import {
   createSystem,
   FATAL_EXIT_CODE,
   FATAL_STOP_BUDGET_MS,
+  actorChild as oneActorChild,
   type SystemLogger,
 } from '../../src/actors/system.js';
 
@@ -366,5 +369,91 @@ describe('the default fatal path', () => {
     expect(FATAL_EXIT_CODE).toBe(70);
     expect(run.stderr).toContain('a machine threw');
     expect(run.stdout).toContain('stopped: listener,semaphore');
+  });
+});
+
+describe('hooks given at construction', () => {
+  it("hands each child's start the system: earlier handles and supervise", async () => {
+    const onFatal = vi.fn();
+    const seen: string[] = [];
+    const system = await createSystem(
+      [
+        { name: 'first', start: () => 'one', stop: () => {} },
+        {
+          name: 'service',
+          // a service built inside its child supervises its dynamic actors from the start
+          start: (sys) => ({
+            first: sys.get<string>('first'),
+            spawn: (name: string) => {
+              const actor = createActor(singleton).start();
+              sys.supervise(actor, name);
+              return actor;
+            },
+          }),
+          stop: () => {},
+        },
+      ],
+      {
+        logger: quietLogger(),
+        onFatal,
+        onSupervise: (_actor, name) => seen.push(name),
+      },
+    );
+    const service = system.get<{ first: string; spawn(name: string): Singleton }>('service');
+    expect(service.first).toBe('one');
+    service.spawn('coordinator:k').send({ type: 'boom' });
+    expect(seen).toEqual(['coordinator:k']);
+    expect(onFatal.mock.calls[0]![0]).toMatchObject({ child: 'coordinator:k' });
+    await system.stop();
+  });
+
+  it('calls onSupervise for system.supervise too, before the actor is watched', async () => {
+    const order: string[] = [];
+    const system = await createSystem([], {
+      logger: quietLogger(),
+      onFatal: () => order.push('fatal'),
+      onSupervise: () => order.push('hook'),
+    });
+    const broken = createActor(singleton).start();
+    broken.subscribe({ error: () => {} });
+    broken.send({ type: 'boom' });
+    system.supervise(broken, 'late');
+    await Promise.resolve();
+    expect(order).toEqual(['hook', 'fatal']);
+    await system.stop();
+  });
+});
+
+describe('actorChild', () => {
+  it('starts the actor, attaches, and on stop stops it and then detaches', async () => {
+    const log: string[] = [];
+    const actor = createActor(singleton);
+    actor.subscribe({ complete: () => log.push('actor stopped') });
+    const system = await createSystem(
+      [
+        oneActorChild('semaphore', actor, (a) => {
+          log.push(`attached while ${a.getSnapshot().status}`);
+          return () => log.push('detached');
+        }),
+      ],
+      { logger: quietLogger() },
+    );
+    expect(system.get('semaphore')).toBe(actor);
+    await system.stop();
+    expect(log).toEqual(['attached while active', 'actor stopped', 'detached']);
+  });
+
+  it('is watched: an error or an outside stop is fatal, its own stop is not', async () => {
+    const onFatal = vi.fn();
+    const a = createActor(singleton);
+    const b = createActor(singleton);
+    const system = await createSystem([oneActorChild('a', a), oneActorChild('b', b)], {
+      logger: quietLogger(),
+      onFatal,
+    });
+    b.stop();
+    expect(onFatal.mock.calls[0]![0]).toMatchObject({ child: 'b', reason: { type: 'stopped' } });
+    await system.stop();
+    expect(onFatal).toHaveBeenCalledTimes(1);
   });
 });
