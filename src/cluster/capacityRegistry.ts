@@ -35,16 +35,16 @@ import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { createActor } from 'xstate';
 import {
+  linkStatsOf,
   type RegistryErrorCode,
   type RegistryStats,
   registryLinkMachine,
-  statsOf,
 } from '../machines/registryLink.js';
 import {
-  CONNECT_TIMEOUT_MS,
   closeClusterRedis,
   connectClusterRedis,
   isUnreachable,
+  REDIS_CONNECT_TIMEOUT_MS,
 } from './redis.js';
 import { DEFAULT_PREFIX, keys, SCRIPTS, type ScriptName } from './scripts.js';
 import {
@@ -162,7 +162,7 @@ export function createCapacityRegistry(options: CapacityRegistryOptions): Capaci
   // No offline queue: a command before the first connect would fail. So the first connect
   // attempt is waited for (once, bounded); after it, everything fails fast.
   const firstConnect = new Promise<void>((resolve) => {
-    const timer = setTimeout(resolve, CONNECT_TIMEOUT_MS);
+    const timer = setTimeout(resolve, REDIS_CONNECT_TIMEOUT_MS);
     timer.unref();
     const done = () => {
       clearTimeout(timer);
@@ -387,7 +387,7 @@ export function createCapacityRegistry(options: CapacityRegistryOptions): Capaci
 
   let listening: Promise<void> | undefined;
 
-  /** Subscribes once; resolves when subscribed, or after `CONNECT_TIMEOUT_MS` (slices cover). */
+  /** Subscribes once; resolves when subscribed, or after `REDIS_CONNECT_TIMEOUT_MS` (slices cover). */
   function listen(): Promise<void> {
     if (listening) return listening;
     if (closed) return Promise.resolve(); // the selection that follows answers CLOSED
@@ -396,7 +396,7 @@ export function createCapacityRegistry(options: CapacityRegistryOptions): Capaci
     sub.on('message', wakeAll);
     listening = new Promise<void>((resolve) => {
       let subscribed = false;
-      const timer = setTimeout(resolve, CONNECT_TIMEOUT_MS);
+      const timer = setTimeout(resolve, REDIS_CONNECT_TIMEOUT_MS);
       timer.unref();
       // Subscribed once, ioredis resubscribes by itself after a reconnect; until then (the
       // first connect, or one that failed), every `ready` tries again.
@@ -556,7 +556,7 @@ export function createCapacityRegistry(options: CapacityRegistryOptions): Capaci
     },
 
     stats(): RegistryStats {
-      return statsOf(chart.getSnapshot());
+      return linkStatsOf(chart.getSnapshot());
     },
 
     async close() {
