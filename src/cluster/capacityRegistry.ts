@@ -1,7 +1,9 @@
 /**
- * The registry client: claims render slots on this node or a peer through the Redis scripts in
- * `scripts.ts`, holds them as `Reservation`s, renews the committed ones, and reports what the
- * connection and every command did to the `registryLink` chart, whose state is `stats()`.
+ * The registry client (`CapacityRegistryClient`, made by `createCapacityRegistry`): claims render
+ * slots on this node or a peer through the Redis scripts in `scripts.ts`, holds them as
+ * `SlotReservation`s (`reservation.ts`), renews the committed ones, and reports what the
+ * connection and every command did to the `registryLink` chart, whose state is `stats()`. Its
+ * state is private; a reservation reaches it only through the ledger it is handed.
  *
  * ## Invariants
  * - **`null` means no room; a throw means "could not ask"** (`RegistryError`, with the worker
@@ -33,28 +35,27 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { createActor } from 'xstate';
+import { type Actor, createActor } from 'xstate';
 import {
+  linkStatsOf,
   type RegistryErrorCode,
   type RegistryStats,
   registryLinkMachine,
-  statsOf,
 } from '../machines/registryLink.js';
 import {
-  CONNECT_TIMEOUT_MS,
   closeClusterRedis,
   connectClusterRedis,
   isUnreachable,
+  REDIS_CONNECT_TIMEOUT_MS,
 } from './redis.js';
+import { type ReservationLedger, SlotReservation } from './reservation.js';
 import { DEFAULT_PREFIX, keys, SCRIPTS, type ScriptName } from './scripts.js';
 import {
   type CapacityRegistry,
   type CapacityRegistryOptions,
-  type NodeInfo,
   type NodeState,
   RegistryError,
   type Reservation,
-  type ReservationStatus,
   type SelectOptions,
 } from './types.js';
 
@@ -129,64 +130,220 @@ function checkLease(name: string, ms: number): void {
   }
 }
 
-export function createCapacityRegistry(options: CapacityRegistryOptions): CapacityRegistry {
-  const prefix = options.prefix ?? DEFAULT_PREFIX;
-  const reservationLeaseMs = options.reservationLeaseMs ?? RESERVATION_LEASE_MS;
-  const holdLeaseMs = options.holdLeaseMs ?? HOLD_LEASE_MS;
-  checkLease('reservationLeaseMs', reservationLeaseMs);
-  checkLease('holdLeaseMs', holdLeaseMs);
-  const clock = options.clock;
-  const self = options.self ?? '';
-  const owner = randomUUID();
-  const k = keys(prefix);
-  const now = () => (clock ? String(Math.floor(clock())) : '');
+/**
+ * The registry client: one per process, with its own Redis connection, the chart of its link,
+ * the committed holds it renews, and the selections asleep until a slot frees. Everything but
+ * the `CapacityRegistry` methods is private; its reservations reach it through the ledger it
+ * hands each of them.
+ */
+export class CapacityRegistryClient implements CapacityRegistry {
+  readonly #options: CapacityRegistryOptions;
+  readonly #prefix: string;
+  readonly #reservationLeaseMs: number;
+  readonly #holdLeaseMs: number;
+  /** This node's id: `adopt` accepts only reservations made for it ('' when unnamed). */
+  readonly #self: string;
+  /** Names this client as the owner of its reservations and holds in Redis. */
+  readonly #owner = randomUUID();
+  readonly #keys: ReturnType<typeof keys>;
+  readonly #chart: Actor<typeof registryLinkMachine>;
+  readonly #redis: Redis;
+  readonly #run: Runner;
+  /** The first connect attempt (bounded): commands wait for it once, then fail fast. */
+  readonly #firstConnect: Promise<void>;
+  #closed = false;
+  /** The reservations' way into this client. */
+  readonly #ledger: ReservationLedger;
 
-  const chart = createActor(registryLinkMachine).start();
-  const report = (error: RegistryError) => {
-    chart.send({ type: 'op.failed', code: error.code, worker: error.worker });
-    options.onError?.(error);
-  };
+  // Committed holds and their renewal.
+  readonly #holds = new Map<string, SlotReservation>();
+  #renewTimer: ReturnType<typeof setInterval> | undefined;
+  #renewing = false;
 
-  const redis = connectClusterRedis(options.url, 'audio-proxy-registry', (cause) =>
-    options.onError?.(
-      new RegistryError('ERR_REGISTRY_UNREACHABLE', `registry connection: ${cause.message}`, {
-        cause,
-      }),
-    ),
-  );
-  for (const [name, def] of Object.entries(SCRIPTS)) redis.defineCommand(name, def);
-  redis.on('ready', () => chart.send({ type: 'redis.ready' }));
-  redis.on('close', () => chart.send({ type: 'redis.down', message: 'connection closed' }));
-  const run = redis as unknown as Runner;
-  let closed = false;
-  // No offline queue: a command before the first connect would fail. So the first connect
-  // attempt is waited for (once, bounded); after it, everything fails fast.
-  const firstConnect = new Promise<void>((resolve) => {
-    const timer = setTimeout(resolve, CONNECT_TIMEOUT_MS);
-    timer.unref();
-    const done = () => {
-      clearTimeout(timer);
-      resolve();
+  // Selections waiting for a release.
+  #subscriber: Redis | undefined;
+  #listening: Promise<void> | undefined;
+  readonly #sleepers = new Set<() => void>();
+
+  constructor(options: CapacityRegistryOptions) {
+    this.#options = options;
+    this.#prefix = options.prefix ?? DEFAULT_PREFIX;
+    this.#reservationLeaseMs = options.reservationLeaseMs ?? RESERVATION_LEASE_MS;
+    this.#holdLeaseMs = options.holdLeaseMs ?? HOLD_LEASE_MS;
+    checkLease('reservationLeaseMs', this.#reservationLeaseMs);
+    checkLease('holdLeaseMs', this.#holdLeaseMs);
+    this.#self = options.self ?? '';
+    this.#keys = keys(this.#prefix);
+    this.#chart = createActor(registryLinkMachine).start();
+
+    const redis = connectClusterRedis(options.url, 'audio-proxy-registry', (cause) =>
+      options.onError?.(
+        new RegistryError('ERR_REGISTRY_UNREACHABLE', `registry connection: ${cause.message}`, {
+          cause,
+        }),
+      ),
+    );
+    for (const [name, def] of Object.entries(SCRIPTS)) redis.defineCommand(name, def);
+    redis.on('ready', () => this.#chart.send({ type: 'redis.ready' }));
+    redis.on('close', () => this.#chart.send({ type: 'redis.down', message: 'connection closed' }));
+    this.#redis = redis;
+    this.#run = redis as unknown as Runner;
+    // No offline queue: a command before the first connect would fail. So the first connect
+    // attempt is waited for (once, bounded); after it, everything fails fast.
+    this.#firstConnect = new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, REDIS_CONNECT_TIMEOUT_MS);
+      timer.unref();
+      const done = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      redis.once('ready', done);
+      redis.once('close', done);
+    });
+
+    this.#ledger = {
+      isClosed: () => this.#closed,
+      commit: (r) =>
+        this.#script('apCommit', r.worker.id, [
+          this.#prefix,
+          this.#now(),
+          r.id,
+          this.#owner,
+          String(this.#holdLeaseMs),
+          String(RECORD_GRACE_MS),
+        ]),
+      release: (r) =>
+        this.#script('apRelease', r.worker.id, [this.#prefix, r.id, this.#owner, r.worker.id]),
+      committed: (r) => {
+        this.#chart.send({ type: 'reservation.committed' });
+        this.#track(r);
+      },
+      failed: (code, worker) => this.#chart.send({ type: 'op.failed', code, worker }),
+      forget: (r) => this.#untrack(r),
+      ended: (r, from, lost) => {
+        this.#untrack(r);
+        this.#chart.send({ type: 'reservation.ended', from, lost });
+      },
     };
-    redis.once('ready', done);
-    redis.once('close', done);
-  });
+  }
+
+  // ---- the API ------------------------------------------------------------------------------
+
+  async selectAndReserve(pool: string, opts: SelectOptions = {}): Promise<Reservation | null> {
+    if (typeof pool !== 'string' || pool === '') {
+      throw new TypeError(`pool must be a non-empty string, got ${String(pool)}`);
+    }
+    const waitMs = opts.waitMs ?? 0;
+    checkWait(waitMs);
+    const deadline = performance.now() + waitMs;
+    for (;;) {
+      if (opts.signal?.aborted) return null;
+      if (waitMs > 0) await this.#listen();
+      const outcome = await this.#selectOnce(pool, opts);
+      if ('reservation' in outcome) return outcome.reservation;
+      const left = deadline - performance.now();
+      if (left <= 0 || opts.signal?.aborted) return null;
+      // +1: a lease lapses strictly after its score, so wake just past it.
+      await this.#sleep(Math.min(left, outcome.retryMs + 1, MAX_WAIT_SLICE_MS), opts.signal);
+    }
+  }
+
+  async reserve(workerId: string): Promise<Reservation | null> {
+    if (typeof workerId !== 'string' || workerId === '') {
+      throw new TypeError(`workerId must be a non-empty string, got ${String(workerId)}`);
+    }
+    const id = randomUUID();
+    const answer = parseJson(
+      await this.#script('apReserve', workerId, [
+        this.#keys.nodes,
+        this.#prefix,
+        this.#now(),
+        id,
+        this.#owner,
+        String(this.#reservationLeaseMs),
+        workerId,
+        String(RECORD_GRACE_MS),
+      ]),
+      workerId,
+    );
+    if (answer.malformed) this.#malformed(workerId);
+    if (answer.worker) return this.#made(id, answer.worker as WireNode);
+    this.#chart.send({ type: 'selection.refused' });
+    return null;
+  }
+
+  async adopt(reservationId: string): Promise<Reservation | null> {
+    if (typeof reservationId !== 'string' || reservationId === '') {
+      throw new TypeError(`reservationId must be a non-empty string, got ${String(reservationId)}`);
+    }
+    const self = this.#self || null;
+    const answer = parseJson(
+      await this.#script('apAdopt', self, [
+        this.#prefix,
+        this.#now(),
+        reservationId,
+        this.#owner,
+        this.#self,
+        String(this.#reservationLeaseMs),
+        String(RECORD_GRACE_MS),
+      ]),
+      self,
+    );
+    if (answer.malformed) {
+      this.#malformed(typeof answer.worker === 'string' ? answer.worker : null);
+    }
+    if (!answer.worker) return null;
+    return this.#made(reservationId, answer.worker as WireNode);
+  }
+
+  async nodes(): Promise<NodeState[]> {
+    const answer = parseJson(
+      await this.#script('apNodes', null, [this.#keys.nodes, this.#prefix, this.#now()]),
+      null,
+    );
+    this.#reportBad(answer.bad);
+    return (Array.isArray(answer.nodes) ? (answer.nodes as WireNode[]) : []).map(toNode);
+  }
+
+  stats(): RegistryStats {
+    return linkStatsOf(this.#chart.getSnapshot());
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    if (this.#renewTimer !== undefined) clearInterval(this.#renewTimer);
+    this.#renewTimer = undefined;
+    this.#wakeAll();
+    this.#chart.send({ type: 'close' });
+    const closing = [closeClusterRedis(this.#redis)];
+    if (this.#subscriber) closing.push(closeClusterRedis(this.#subscriber));
+    await Promise.all(closing);
+  }
+
+  // ---- scripts and their failures -----------------------------------------------------------
+
+  /** The scripts' `now`: the test clock's milliseconds, or '' (Redis `TIME`). */
+  #now(): string {
+    const { clock } = this.#options;
+    return clock ? String(Math.floor(clock())) : '';
+  }
 
   /** Runs a script; every failure becomes a RegistryError naming `worker`, reported once. */
-  async function script(
+  async #script(
     name: ScriptName,
     worker: string | null,
     args: (string | number)[],
     subject = worker === null ? '' : ` (worker ${worker})`,
   ): Promise<unknown> {
-    if (closed) {
+    if (this.#closed) {
       throw new RegistryError('ERR_REGISTRY_CLOSED', 'the registry is closed', { worker });
     }
     try {
-      await firstConnect;
-      const answer = await run[name](...args);
+      await this.#firstConnect;
+      const answer = await this.#run[name](...args);
       // Evidence of reachability matters only to a registry not yet `ready`; skip the no-op.
-      if (chart.getSnapshot().value !== 'ready') chart.send({ type: 'op.ok' });
+      if (this.#chart.getSnapshot().value !== 'ready') this.#chart.send({ type: 'op.ok' });
       return answer;
     } catch (cause) {
       const code: RegistryErrorCode = isUnreachable(cause)
@@ -197,14 +354,20 @@ export function createCapacityRegistry(options: CapacityRegistryOptions): Capaci
         `registry ${name} failed${subject}: ${(cause as Error).message}`,
         { worker, cause },
       );
-      chart.send({ type: 'op.failed', code, worker });
+      this.#chart.send({ type: 'op.failed', code, worker });
       throw error;
     }
   }
 
-  function reportBad(bad: unknown): void {
+  /** Counts a failure and hands it to `onError`. */
+  #report(error: RegistryError): void {
+    this.#chart.send({ type: 'op.failed', code: error.code, worker: error.worker });
+    this.#options.onError?.(error);
+  }
+
+  #reportBad(bad: unknown): void {
     for (const id of list(bad)) {
-      report(
+      this.#report(
         new RegistryError('ERR_REGISTRY_MALFORMED', `node record of ${id} is malformed`, {
           worker: id,
         }),
@@ -212,25 +375,65 @@ export function createCapacityRegistry(options: CapacityRegistryOptions): Capaci
     }
   }
 
-  // ---- committed holds and their renewal ----------------------------------------------------
+  /** A script found `worker`'s record malformed: counted, and thrown naming it. */
+  #malformed(worker: string | null): never {
+    const error = new RegistryError(
+      'ERR_REGISTRY_MALFORMED',
+      `node record of ${worker} is malformed`,
+      { worker },
+    );
+    this.#chart.send({ type: 'op.failed', code: error.code, worker });
+    throw error;
+  }
 
-  const holds = new Map<string, ReservationImpl>();
-  let renewTimer: ReturnType<typeof setInterval> | undefined;
-  let renewing = false;
+  // ---- reservations and the renewal of committed holds --------------------------------------
 
-  async function renewAll(): Promise<void> {
-    if (renewing || closed || holds.size === 0) return;
-    renewing = true;
-    const batch = [...holds.values()];
-    const args: string[] = [prefix, now(), owner, String(holdLeaseMs), String(RECORD_GRACE_MS)];
+  #made(id: string, wire: WireNode): SlotReservation {
+    const node = toNode(wire);
+    const { held: _held, ...info } = node;
+    this.#chart.send({ type: 'reservation.made' });
+    return new SlotReservation(id, Object.freeze(info), this.#ledger);
+  }
+
+  #track(r: SlotReservation): void {
+    this.#holds.set(r.id, r);
+    if (this.#renewTimer === undefined) {
+      this.#renewTimer = setInterval(
+        () => void this.#renewAll(),
+        Math.max(1, Math.floor(this.#holdLeaseMs / 3)),
+      );
+      this.#renewTimer.unref();
+    }
+  }
+
+  #untrack(r: SlotReservation): void {
+    this.#holds.delete(r.id);
+    if (this.#holds.size === 0 && this.#renewTimer !== undefined) {
+      clearInterval(this.#renewTimer);
+      this.#renewTimer = undefined;
+    }
+  }
+
+  /** Renews every committed hold in one script call: lapsed ones re-asserted, foreign ones end. */
+  async #renewAll(): Promise<void> {
+    if (this.#renewing || this.#closed || this.#holds.size === 0) return;
+    this.#renewing = true;
+    const batch = [...this.#holds.values()];
+    const args: string[] = [
+      this.#prefix,
+      this.#now(),
+      this.#owner,
+      String(this.#holdLeaseMs),
+      String(RECORD_GRACE_MS),
+    ];
     for (const r of batch) args.push(r.id, r.worker.id);
     try {
-      const answer = parseJson(await script('apRenew', null, args), null);
+      const answer = parseJson(await this.#script('apRenew', null, args), null);
       for (const id of list(answer.lapsed)) {
-        const r = holds.get(id);
+        const r = this.#holds.get(id);
         if (!r) continue;
-        chart.send({ type: 'hold.reasserted' });
-        report(
+        this.#chart.send({ type: 'hold.reasserted' });
+        this.#report(
           new RegistryError(
             'ERR_RESERVATION_LOST',
             `hold ${id} on ${r.worker.id} had lapsed; re-asserted for its running render`,
@@ -239,171 +442,76 @@ export function createCapacityRegistry(options: CapacityRegistryOptions): Capaci
         );
       }
       for (const id of list(answer.foreign)) {
-        const r = holds.get(id);
+        const r = this.#holds.get(id);
         if (!r) continue;
         r.end('lost', true);
-        report(
+        this.#report(
           new RegistryError('ERR_RESERVATION_FOREIGN', `hold ${id} is owned by another node`, {
             worker: r.worker.id,
           }),
         );
       }
     } catch (error) {
-      options.onError?.(error as RegistryError);
+      this.#options.onError?.(error as RegistryError);
     } finally {
-      renewing = false;
+      this.#renewing = false;
     }
   }
 
-  function track(r: ReservationImpl): void {
-    holds.set(r.id, r);
-    if (renewTimer === undefined) {
-      renewTimer = setInterval(() => void renewAll(), Math.max(1, Math.floor(holdLeaseMs / 3)));
-      renewTimer.unref();
-    }
+  // ---- selecting, and waiting for a release -------------------------------------------------
+
+  async #selectOnce(
+    pool: string,
+    opts: SelectOptions,
+  ): Promise<{ reservation: SlotReservation } | { retryMs: number }> {
+    const id = randomUUID();
+    const args: string[] = [
+      this.#keys.pool(pool),
+      this.#keys.cursor(pool),
+      this.#prefix,
+      this.#now(),
+      id,
+      this.#owner,
+      String(this.#reservationLeaseMs),
+      opts.node ?? '',
+      opts.order ?? 'rotation',
+      pool,
+      String(RECORD_GRACE_MS),
+      String(CURSOR_IDLE_TTL_MS),
+      ...(opts.exclude ?? []),
+    ];
+    const answer = parseJson(
+      await this.#script('apSelectAndReserve', null, args, ` (pool ${pool})`),
+      null,
+    );
+    this.#reportBad(answer.bad);
+    if (answer.worker) return { reservation: this.#made(id, answer.worker as WireNode) };
+    this.#chart.send({ type: 'selection.refused' });
+    const retry = Number(answer.retry);
+    return { retryMs: Number.isFinite(retry) && retry >= 0 ? retry : Number.POSITIVE_INFINITY };
   }
 
-  function untrack(r: ReservationImpl): void {
-    holds.delete(r.id);
-    if (holds.size === 0 && renewTimer !== undefined) {
-      clearInterval(renewTimer);
-      renewTimer = undefined;
-    }
+  #wakeAll(): void {
+    for (const wake of [...this.#sleepers]) wake();
   }
 
-  // ---- reservations -------------------------------------------------------------------------
-
-  class ReservationImpl implements Reservation {
-    #status: ReservationStatus = 'reserved';
-    #chain: Promise<unknown> = Promise.resolve();
-    constructor(
-      readonly id: string,
-      readonly worker: NodeInfo,
-    ) {}
-
-    get status(): ReservationStatus {
-      return this.#status;
-    }
-
-    /** Leaves the books once: the chart hears where it was and whether it was lost. */
-    end(status: 'released' | 'lost' | 'handed_off', lost: boolean): void {
-      if (this.#status !== 'reserved' && this.#status !== 'committed') return;
-      const from = this.#status;
-      this.#status = status;
-      untrack(this);
-      chart.send({ type: 'reservation.ended', from, lost });
-    }
-
-    #serial<T>(step: () => Promise<T>): Promise<T> {
-      const next = this.#chain.then(step, step);
-      this.#chain = next.catch(() => undefined);
-      return next;
-    }
-
-    commit(): Promise<void> {
-      return this.#serial(async () => {
-        if (this.#status === 'committed') return;
-        if (this.#status !== 'reserved') {
-          const code =
-            this.#status === 'handed_off' ? 'ERR_RESERVATION_FOREIGN' : 'ERR_RESERVATION_LOST';
-          throw new RegistryError(code, `reservation ${this.id} is ${this.#status}`, {
-            worker: this.worker.id,
-          });
-        }
-        const answer = await script('apCommit', this.worker.id, [
-          prefix,
-          now(),
-          this.id,
-          owner,
-          String(holdLeaseMs),
-          String(RECORD_GRACE_MS),
-        ]);
-        if (answer === 'ok') {
-          this.#status = 'committed';
-          chart.send({ type: 'reservation.committed' });
-          track(this);
-          return;
-        }
-        const foreign = answer === 'foreign';
-        this.end(foreign ? 'handed_off' : 'lost', !foreign);
-        const code: RegistryErrorCode = foreign
-          ? 'ERR_RESERVATION_FOREIGN'
-          : answer === 'lost'
-            ? 'ERR_RESERVATION_LOST'
-            : 'ERR_REGISTRY_MALFORMED';
-        const error = new RegistryError(
-          code,
-          `commit of ${this.id} on ${this.worker.id}: ${String(answer)}`,
-          { worker: this.worker.id },
-        );
-        if (code !== 'ERR_RESERVATION_FOREIGN')
-          chart.send({ type: 'op.failed', code, worker: this.worker.id });
-        throw error;
-      });
-    }
-
-    release(): Promise<void> {
-      return this.#serial(async () => {
-        if (this.#status !== 'reserved' && this.#status !== 'committed') return;
-        if (closed) {
-          this.end('released', false);
-          return;
-        }
-        untrack(this); // no renewal may race the release
-        try {
-          const answer = await script('apRelease', this.worker.id, [
-            prefix,
-            this.id,
-            owner,
-            this.worker.id,
-          ]);
-          if (answer === 'foreign') this.end('handed_off', false);
-          else this.end('released', answer === 'gone');
-        } catch (error) {
-          // The slot stays counted until its lease lapses: end it here (nobody renews it now)
-          // and tell the caller, with the worker named.
-          this.end('released', false);
-          throw error;
-        }
-      });
-    }
-  }
-
-  function made(id: string, wire: WireNode): ReservationImpl {
-    const node = toNode(wire);
-    const { held: _held, ...info } = node;
-    chart.send({ type: 'reservation.made' });
-    return new ReservationImpl(id, Object.freeze(info));
-  }
-
-  // ---- waiting for a release ----------------------------------------------------------------
-
-  let subscriber: Redis | undefined;
-  const sleepers = new Set<() => void>();
-
-  function wakeAll(): void {
-    for (const wake of [...sleepers]) wake();
-  }
-
-  let listening: Promise<void> | undefined;
-
-  /** Subscribes once; resolves when subscribed, or after `CONNECT_TIMEOUT_MS` (slices cover). */
-  function listen(): Promise<void> {
-    if (listening) return listening;
-    if (closed) return Promise.resolve(); // the selection that follows answers CLOSED
-    const sub = connectClusterRedis(options.url, 'audio-proxy-registry-wake');
-    subscriber = sub;
-    sub.on('message', wakeAll);
-    listening = new Promise<void>((resolve) => {
+  /** Subscribes once; settles once subscribed or after `REDIS_CONNECT_TIMEOUT_MS` (slices cover) */
+  #listen(): Promise<void> {
+    if (this.#listening) return this.#listening;
+    if (this.#closed) return Promise.resolve(); // the selection that follows answers CLOSED
+    const sub = connectClusterRedis(this.#options.url, 'audio-proxy-registry-wake');
+    this.#subscriber = sub;
+    sub.on('message', () => this.#wakeAll());
+    this.#listening = new Promise<void>((resolve) => {
       let subscribed = false;
-      const timer = setTimeout(resolve, CONNECT_TIMEOUT_MS);
+      const timer = setTimeout(resolve, REDIS_CONNECT_TIMEOUT_MS);
       timer.unref();
       // Subscribed once, ioredis resubscribes by itself after a reconnect; until then (the
       // first connect, or one that failed), every `ready` tries again.
       sub.on('ready', () => {
-        wakeAll(); // whatever was published while disconnected is lost: everyone looks again
+        this.#wakeAll(); // whatever was published while disconnected is lost: everyone looks again
         if (subscribed) return;
-        sub.subscribe(k.wake).then(
+        sub.subscribe(this.#keys.wake).then(
           () => {
             subscribed = true;
             clearTimeout(timer);
@@ -413,162 +521,25 @@ export function createCapacityRegistry(options: CapacityRegistryOptions): Capaci
         );
       });
     });
-    return listening;
+    return this.#listening;
   }
 
-  function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  #sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
     return new Promise((resolve) => {
       const done = () => {
         clearTimeout(timer);
-        sleepers.delete(done);
+        this.#sleepers.delete(done);
         signal?.removeEventListener('abort', done);
         resolve();
       };
       const timer = setTimeout(done, ms);
-      sleepers.add(done);
+      this.#sleepers.add(done);
       signal?.addEventListener('abort', done, { once: true });
     });
   }
+}
 
-  // ---- the API ------------------------------------------------------------------------------
-
-  async function selectOnce(
-    pool: string,
-    opts: SelectOptions,
-  ): Promise<{ reservation: ReservationImpl } | { retryMs: number }> {
-    const id = randomUUID();
-    const args: string[] = [
-      k.pool(pool),
-      k.cursor(pool),
-      prefix,
-      now(),
-      id,
-      owner,
-      String(reservationLeaseMs),
-      opts.node ?? '',
-      opts.order ?? 'rotation',
-      pool,
-      String(RECORD_GRACE_MS),
-      String(CURSOR_IDLE_TTL_MS),
-      ...(opts.exclude ?? []),
-    ];
-    const answer = parseJson(
-      await script('apSelectAndReserve', null, args, ` (pool ${pool})`),
-      null,
-    );
-    reportBad(answer.bad);
-    if (answer.worker) return { reservation: made(id, answer.worker as WireNode) };
-    chart.send({ type: 'selection.refused' });
-    const retry = Number(answer.retry);
-    return { retryMs: Number.isFinite(retry) && retry >= 0 ? retry : Number.POSITIVE_INFINITY };
-  }
-
-  return {
-    async selectAndReserve(pool, opts = {}) {
-      if (typeof pool !== 'string' || pool === '') {
-        throw new TypeError(`pool must be a non-empty string, got ${String(pool)}`);
-      }
-      const waitMs = opts.waitMs ?? 0;
-      checkWait(waitMs);
-      const deadline = performance.now() + waitMs;
-      for (;;) {
-        if (opts.signal?.aborted) return null;
-        if (waitMs > 0) await listen();
-        const outcome = await selectOnce(pool, opts);
-        if ('reservation' in outcome) return outcome.reservation;
-        const left = deadline - performance.now();
-        if (left <= 0 || opts.signal?.aborted) return null;
-        // +1: a lease lapses strictly after its score, so wake just past it.
-        await sleep(Math.min(left, outcome.retryMs + 1, MAX_WAIT_SLICE_MS), opts.signal);
-      }
-    },
-
-    async reserve(workerId) {
-      if (typeof workerId !== 'string' || workerId === '') {
-        throw new TypeError(`workerId must be a non-empty string, got ${String(workerId)}`);
-      }
-      const id = randomUUID();
-      const answer = parseJson(
-        await script('apReserve', workerId, [
-          k.nodes,
-          prefix,
-          now(),
-          id,
-          owner,
-          String(reservationLeaseMs),
-          workerId,
-          String(RECORD_GRACE_MS),
-        ]),
-        workerId,
-      );
-      if (answer.malformed) {
-        const error = new RegistryError(
-          'ERR_REGISTRY_MALFORMED',
-          `node record of ${workerId} is malformed`,
-          { worker: workerId },
-        );
-        chart.send({ type: 'op.failed', code: error.code, worker: workerId });
-        throw error;
-      }
-      if (answer.worker) return made(id, answer.worker as WireNode);
-      chart.send({ type: 'selection.refused' });
-      return null;
-    },
-
-    async adopt(reservationId) {
-      if (typeof reservationId !== 'string' || reservationId === '') {
-        throw new TypeError(
-          `reservationId must be a non-empty string, got ${String(reservationId)}`,
-        );
-      }
-      const answer = parseJson(
-        await script('apAdopt', self || null, [
-          prefix,
-          now(),
-          reservationId,
-          owner,
-          self,
-          String(reservationLeaseMs),
-          String(RECORD_GRACE_MS),
-        ]),
-        self || null,
-      );
-      if (answer.malformed) {
-        const worker = typeof answer.worker === 'string' ? answer.worker : null;
-        const error = new RegistryError(
-          'ERR_REGISTRY_MALFORMED',
-          `node record of ${worker} is malformed`,
-          {
-            worker,
-          },
-        );
-        chart.send({ type: 'op.failed', code: error.code, worker });
-        throw error;
-      }
-      if (!answer.worker) return null;
-      return made(reservationId, answer.worker as WireNode);
-    },
-
-    async nodes() {
-      const answer = parseJson(await script('apNodes', null, [k.nodes, prefix, now()]), null);
-      reportBad(answer.bad);
-      return (Array.isArray(answer.nodes) ? (answer.nodes as WireNode[]) : []).map(toNode);
-    },
-
-    stats(): RegistryStats {
-      return statsOf(chart.getSnapshot());
-    },
-
-    async close() {
-      if (closed) return;
-      closed = true;
-      if (renewTimer !== undefined) clearInterval(renewTimer);
-      renewTimer = undefined;
-      wakeAll();
-      chart.send({ type: 'close' });
-      const closing = [closeClusterRedis(redis)];
-      if (subscriber) closing.push(closeClusterRedis(subscriber));
-      await Promise.all(closing);
-    },
-  };
+/** A registry client for `options`: `new CapacityRegistryClient(options)`. */
+export function createCapacityRegistry(options: CapacityRegistryOptions): CapacityRegistry {
+  return new CapacityRegistryClient(options);
 }

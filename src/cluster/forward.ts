@@ -55,7 +55,7 @@ const HOP_VERSION = 'v1';
 /** Carries the registry reservation a hand-off made on the receiving node. */
 export const RESERVATION_HEADER = 'x-ap-reservation';
 /** A peer on the same network accepts a connection in well under this; past it, act alone. */
-export const CONNECT_TIMEOUT_MS = 1_000;
+export const FORWARD_CONNECT_TIMEOUT_MS = 1_000;
 /** Idle keep-alive sockets per peer: forwards come in bursts (coalescing), so reuse pays. */
 const MAX_FREE_SOCKETS_PER_PEER = 8;
 
@@ -218,7 +218,7 @@ export function forward(
     });
     const connectTimer = setTimeout(() => {
       upstream.destroy(new Error(`connect to ${target.url} timed out`));
-    }, target.connectTimeoutMs ?? CONNECT_TIMEOUT_MS);
+    }, target.connectTimeoutMs ?? FORWARD_CONNECT_TIMEOUT_MS);
     upstream.on('socket', (socket) => {
       // A reused keep-alive socket is already connected.
       if (!socket.connecting) clearTimeout(connectTimer);

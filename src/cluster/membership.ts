@@ -30,10 +30,10 @@
 
 import { RECORD_GRACE_MS } from './capacityRegistry.js';
 import {
-  CONNECT_TIMEOUT_MS,
   closeClusterRedis,
   connectClusterRedis,
   isUnreachable,
+  REDIS_CONNECT_TIMEOUT_MS,
 } from './redis.js';
 import { DEFAULT_PREFIX, keys, SCRIPTS, type ScriptName } from './scripts.js';
 import { type Membership, type MembershipOptions, RegistryError } from './types.js';
@@ -125,7 +125,7 @@ export function createMembership(options: MembershipOptions): Membership {
       await new Promise<void>((resolve) => {
         client.once('ready', () => resolve());
         client.once('close', () => resolve());
-        setTimeout(resolve, CONNECT_TIMEOUT_MS).unref();
+        setTimeout(resolve, REDIS_CONNECT_TIMEOUT_MS).unref();
       });
       timer = setInterval(
         () => {

@@ -28,7 +28,7 @@
 import { Redis, type RedisOptions } from 'ioredis';
 
 /** Connect attempt budget: long enough for a loaded loopback, short enough to notice an outage. */
-export const CONNECT_TIMEOUT_MS = 1_000;
+export const REDIS_CONNECT_TIMEOUT_MS = 1_000;
 /** Per-command budget: a registry script is sub-millisecond, so a second means Redis is in trouble. */
 export const COMMAND_TIMEOUT_MS = 1_000;
 /** Longest pause between reconnect attempts: a recovered Redis is back in use within this. */
@@ -40,7 +40,7 @@ export const FIRST_RECONNECT_DELAY_MS = 50;
 export function clusterRedisOptions(name: string): RedisOptions {
   return {
     connectionName: name,
-    connectTimeout: CONNECT_TIMEOUT_MS,
+    connectTimeout: REDIS_CONNECT_TIMEOUT_MS,
     commandTimeout: COMMAND_TIMEOUT_MS,
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,

@@ -135,7 +135,7 @@ export interface ClusterRedisOptions {
   readonly onError?: (error: RegistryError) => void;
 }
 
-/** `createCapacityRegistry(options)` in `cluster/capacityRegistry.ts`. */
+/** For `createCapacityRegistry(options)`: a `CapacityRegistryClient` (`capacityRegistry.ts`). */
 export interface CapacityRegistryOptions extends ClusterRedisOptions {
   /** This node's id: `adopt` accepts only reservations made for it. */
   readonly self?: string;

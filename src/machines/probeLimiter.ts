@@ -16,10 +16,12 @@
  * - *Release into a stopped limiter*: the client (`release` in `services/semaphoreClient.ts`)
  *   answers `ok` after 5 s at most; there is nothing left to give back to.
  *
- * ## The table is mutable, and that is safe
- * Holders are a `Map` mutated in place by one `enqueueActions` per step, as in the semaphore:
- * the actor is the only writer. Clone the context (`cloneProbeLimiterSnapshot`) before a pure
- * `transition()` test.
+ * ## One reading of the world per step, and a mutable map
+ * As in the semaphore, the time and the cap enter a step once, as the event's `step`
+ * (`ProbeLimiterStep`), stamped by its sender or else by the door (`stepDoor.ts`), which reads
+ * the input's clock and provider once; so `transition()` on a stamped event reads nothing else.
+ * Holders are a `Map` mutated in place by one `enqueueActions` per step (the actor is the only
+ * writer): clone the context (`cloneProbeLimiterSnapshot`) before a pure `transition()` test.
  *
  * ## Events (emitted `telemetry`; published by `telemetry/channels.ts`)
  * | Event | Measurements | When |
@@ -32,17 +34,26 @@
 import { enqueueActions, setup } from 'xstate';
 import type { CallEnvelope, ReplyEvent } from '../core/protocol.js';
 import { answer } from '../core/protocol.js';
+import { stampAtTheDoor } from './stepDoor.js';
 
 /** Retry-After for every refusal: probes are short, so "try again in a second" is honest. */
 export const PROBE_RETRY_AFTER_S = 1;
 
 export interface ProbeLimiterInput {
-  /** Pins the cap (tests); otherwise `limits().capacity` is read per operation. */
+  /** Pins the cap (tests); otherwise `limits().capacity` is read once per step. */
   readonly capacity?: number;
   /** The config provider (`AP_MAX_PROBE_CONCURRENCY`). Required unless `capacity` is pinned. */
   readonly limits?: () => { readonly capacity: number };
-  /** Monotonic milliseconds. @default performance.now */
+  /** Monotonic milliseconds, read once per unstamped step. @default performance.now */
   readonly now?: () => number;
+}
+
+/** What one step reads of the world, read once: stamped by the sender or by the door. */
+export interface ProbeLimiterStep {
+  /** Monotonic ms: when the step happens. */
+  readonly at: number;
+  /** The cap in force for the whole step. */
+  readonly capacity: number;
 }
 
 export type ProbeSlotOutcome =
@@ -55,11 +66,12 @@ export interface ProbeLimiterStats {
   readonly capacity: number;
 }
 
-export type ProbeLimiterEvent =
+export type ProbeLimiterEvent = (
   | ({ type: 'acquire'; id: string } & CallEnvelope)
   | ({ type: 'release'; id: string } & CallEnvelope)
   | { type: 'gone'; id: string; reason?: unknown }
-  | ({ type: 'stats' } & CallEnvelope);
+  | ({ type: 'stats' } & CallEnvelope)
+) & { readonly step?: ProbeLimiterStep };
 
 export interface ProbeLimiterTelemetry {
   readonly type: 'telemetry';
@@ -90,22 +102,36 @@ const QUEUE_FULL: ProbeSlotOutcome = Object.freeze({
 const ALREADY_HELD: ProbeSlotOutcome = Object.freeze({ type: 'already_held' });
 const OK = Object.freeze({ type: 'ok' as const });
 
-const capacityOf = ({ config }: ProbeLimiterContext): number =>
-  config.capacity ?? config.limits!().capacity;
+/** The event with its step: itself if stamped, else a copy with one reading of clock and cap. */
+function stamp(context: ProbeLimiterContext, event: ProbeLimiterEvent): ProbeLimiterEvent {
+  if (event.step !== undefined) return event;
+  const { capacity, limits, now } = context.config;
+  return { ...event, step: { at: now(), capacity: capacity ?? limits!().capacity } };
+}
+
+/** The step an event carries; the door guarantees one to every event the chart handles. */
+function stepOf(event: ProbeLimiterEvent): ProbeLimiterStep {
+  const { step } = event;
+  if (step === undefined) {
+    throw new TypeError(`probeLimiter: ${event.type} reached the chart unstamped`);
+  }
+  return step;
+}
 
 function telemetry(
   context: ProbeLimiterContext,
   event: ProbeLimiterTelemetry['event'],
+  step: ProbeLimiterStep,
 ): ProbeLimiterTelemetry & { measurements: ProbeLimiterTelemetry['measurements'] } {
   return {
     type: 'telemetry',
     event,
     measurements: { held: context.holders.size },
-    metadata: { capacity: capacityOf(context) },
+    metadata: { capacity: step.capacity },
   };
 }
 
-export const probeLimiterMachine = setup({
+const chart = setup({
   types: {
     context: {} as ProbeLimiterContext,
     events: {} as ProbeLimiterEvent,
@@ -114,27 +140,29 @@ export const probeLimiterMachine = setup({
   },
   guards: {
     isHolder: ({ context, event }) => context.holders.has((event as IdEvent).id),
-    slotFree: ({ context }) => context.holders.size < capacityOf(context),
+    slotFree: ({ context, event }) => context.holders.size < stepOf(event).capacity,
   },
   actions: {
     answerAlreadyHeld: enqueueActions(({ event, enqueue }) => answer(enqueue, event, ALREADY_HELD)),
     grant: enqueueActions(({ context, event, enqueue }) => {
-      context.holders.set((event as IdEvent).id, context.config.now());
-      enqueue.emit(telemetry(context, 'acquired'));
+      const step = stepOf(event);
+      context.holders.set((event as IdEvent).id, step.at);
+      enqueue.emit(telemetry(context, 'acquired', step));
       answer(enqueue, event, GRANTED);
     }),
     refuse: enqueueActions(({ context, event, enqueue }) => {
-      const rejected = telemetry(context, 'rejected');
+      const rejected = telemetry(context, 'rejected', stepOf(event));
       rejected.measurements.retry_after = PROBE_RETRY_AFTER_S;
       enqueue.emit(rejected);
       answer(enqueue, event, QUEUE_FULL);
     }),
     releaseHolder: enqueueActions(({ context, event, enqueue }) => {
       const { id } = event as IdEvent;
+      const step = stepOf(event);
       const since = context.holders.get(id)!;
       context.holders.delete(id);
-      const released = telemetry(context, 'released');
-      released.measurements.duration = context.config.now() - since;
+      const released = telemetry(context, 'released', step);
+      released.measurements.duration = step.at - since;
       enqueue.emit(released);
       answer(enqueue, event, OK);
     }),
@@ -142,7 +170,7 @@ export const probeLimiterMachine = setup({
     answerStats: enqueueActions(({ context, event, enqueue }) => {
       const stats: ProbeLimiterStats = {
         held: context.holders.size,
-        capacity: capacityOf(context),
+        capacity: stepOf(event).capacity,
       };
       answer(enqueue, event, stats);
     }),
@@ -167,6 +195,9 @@ export const probeLimiterMachine = setup({
     },
   },
 });
+
+/** The chart behind its door: an unstamped event gets one reading of the clock and the cap. */
+export const probeLimiterMachine = stampAtTheDoor(chart, stamp);
 
 function contextFrom(input: ProbeLimiterInput): ProbeLimiterContext {
   const { capacity, limits } = input;

@@ -69,7 +69,10 @@ const INITIAL: RegistryLinkContext = Object.freeze({
 });
 
 /** The stats as a reader sees them: the context plus the state's name. */
-export function statsOf(snapshot: { value: unknown; context: RegistryLinkContext }): RegistryStats {
+export function linkStatsOf(snapshot: {
+  value: unknown;
+  context: RegistryLinkContext;
+}): RegistryStats {
   return { state: snapshot.value as RegistryState, ...snapshot.context };
 }
 
@@ -114,7 +117,7 @@ export const registryLinkMachine = setup({
       enqueue.assign({ lost: context.lost + 1 });
     }),
     answerStats: enqueueActions(({ context, event, enqueue, self }) => {
-      answer(enqueue, event, statsOf({ value: self.getSnapshot().value, context }));
+      answer(enqueue, event, linkStatsOf({ value: self.getSnapshot().value, context }));
     }),
   },
 }).createMachine({

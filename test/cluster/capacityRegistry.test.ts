@@ -5,8 +5,13 @@
 // malformed records reported with the worker named. Leases run on a hand-driven clock.
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createCapacityRegistry, MAX_WAIT_SLICE_MS } from '../../src/cluster/capacityRegistry.js';
+import {
+  CapacityRegistryClient,
+  createCapacityRegistry,
+  MAX_WAIT_SLICE_MS,
+} from '../../src/cluster/capacityRegistry.js';
 import { createMembership } from '../../src/cluster/membership.js';
+import { SlotReservation } from '../../src/cluster/reservation.js';
 import {
   type CapacityRegistry,
   type Membership,
@@ -469,5 +474,18 @@ describe('programmer mistakes throw at the boundary', () => {
       createMembership({ url: server.url, node: { id: 'x', url: 'http://x', capacity: -1 } }),
     ).toThrow(RangeError);
     expect(() => createCapacityRegistry({ url: 'http://nope' })).toThrow(TypeError);
+    expect(() => createCapacityRegistry({ url: server.url, holdLeaseMs: 5 })).toThrow(RangeError);
+  });
+
+  it('is a CapacityRegistryClient whose state is private, and whose reservations are too', async () => {
+    const w = world();
+    await w.join('a', 1);
+    const registry = w.registry();
+    expect(registry).toBeInstanceOf(CapacityRegistryClient);
+    expect(Object.keys(registry)).toEqual([]);
+    const r = (await registry.selectAndReserve('render'))!;
+    expect(r).toBeInstanceOf(SlotReservation);
+    expect(Object.keys(r).sort()).toEqual(['id', 'worker']);
+    await r.release();
   });
 });

@@ -8,14 +8,14 @@ import { describe, expect, it } from 'vitest';
 import { createActor } from 'xstate';
 import { call } from '../../../src/actors/call.js';
 import type { RegistryStats } from '../../../src/machines/registryLink.js';
-import { registryLinkMachine, statsOf } from '../../../src/machines/registryLink.js';
+import { linkStatsOf, registryLinkMachine } from '../../../src/machines/registryLink.js';
 
 function start() {
   const actor = createActor(registryLinkMachine);
   const entered: string[] = [];
   actor.on('state', (e) => entered.push(e.state));
   actor.start();
-  return { actor, entered, stats: () => statsOf(actor.getSnapshot()) };
+  return { actor, entered, stats: () => linkStatsOf(actor.getSnapshot()) };
 }
 
 describe('registryLink chart', () => {
