@@ -488,6 +488,8 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
   const inFlight = new Set<ServerResponse>();
   let onDrained: (() => void) | undefined;
   const inner = createHandler({
+    ...inspect, // the delivery actors, like every other, go to the inspector and the live view
+    track: (actor, name) => liveView.track(actor, name),
     stopping: () => stopping,
     turns,
     config: provider,
