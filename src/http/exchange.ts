@@ -6,8 +6,8 @@
  * ## Invariants
  * - **A stage either answers or returns its result**, never both: after `ANSWERED` the router
  *   runs no later stage, so every response is written by exactly one stage.
- * - **CORS headers go on every answer** (`send`, `fail`), after the stage's own, and a stage's
- *   `Vary` is merged with the CORS one rather than replaced.
+ * - **CORS headers go on every answer** (`send`, `fail`), over the stage's own (their `Vary`
+ *   included).
  * - **A HEAD gets the GET's status and headers, no body** (`Content-Length` still counts it).
  * - **Sessions are read only from cookies this process minted** (`sessionOf`, see roomAccess.ts).
  *

@@ -123,14 +123,17 @@ export function createHandler(services: HandlerServices & HandlerObservers) {
   };
 }
 
-/** Answers the routes that are not a signed path; false when `path` is one. */
-async function unsigned(
+/**
+ * Answers the routes that are not a signed path: true (or the answer's promise) when it did,
+ * false when `path` is a signed one. Synchronous unless an answer waits, so a HIT pays no turn.
+ */
+function unsigned(
   x: Exchange,
   ctx: StageContext,
   config: Config,
   path: string,
   method: string,
-): Promise<boolean> {
+): boolean | Promise<void> {
   const { services } = ctx;
   if (method === 'OPTIONS' && config.allowOrigin) {
     x.endpoint = 'preflight';
@@ -150,8 +153,7 @@ async function unsigned(
     return true;
   }
   if (path.startsWith('/api/v1/queue/') && services.waitingRoom) {
-    await queueStage(x, ctx, path, method);
-    return true;
+    return queueStage(x, ctx, path, method);
   }
   if (method !== 'GET' && method !== 'HEAD') {
     fail(x, { type: 'not_found', scope: 'route' });
@@ -161,10 +163,7 @@ async function unsigned(
     healthStage(x, ctx);
     return true;
   }
-  if (path === '/ready') {
-    await readyStage(x, ctx);
-    return true;
-  }
+  if (path === '/ready') return readyStage(x, ctx);
   if (path === '/metrics' || path === '/debug/actors' || path.startsWith('/debug/actors/')) {
     // Served only on the metrics listener; here it is the router's own miss.
     fail(x, { type: 'not_found', scope: 'route' });
@@ -177,7 +176,11 @@ async function route(x: Exchange, ctx: StageContext, method: string): Promise<vo
   const { config, services } = ctx;
   const rawUrl = x.req.url ?? '/';
   const path = rawUrl.split('?', 1)[0]!;
-  if (await unsigned(x, ctx, config, path, method)) return;
+  const answered = unsigned(x, ctx, config, path, method);
+  if (answered !== false) {
+    if (answered !== true) await answered;
+    return;
+  }
   const turn = nextStage(x);
   if (turn) await turn;
   // 1. signature
