@@ -48,6 +48,11 @@ export {
   startInspectorRelay,
 } from './inspect.js';
 export {
+  type DeliveryEvent,
+  type DeliveryInput,
+  deliveryMachine,
+} from './machines/delivery.js';
+export {
   type ProbeCoordinatorEvent,
   type ProbeCoordinatorInput,
   probeCoordinatorMachine,

@@ -245,6 +245,8 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
   const inFlight = new ResponsesInFlight();
   const ffmpegVersionInfo = { path: ffmpeg.path, source: ffmpeg.source };
   const inner = createHandler({
+    ...inspect, // the delivery actors, like every other, go to the inspector and the live view
+    track: liveView.track,
     stopping: () => stopping,
     turns,
     config: provider,

@@ -40,7 +40,7 @@ import type { Redis } from 'ioredis';
 import type { AnyActorRef } from 'xstate';
 import type { Config } from '../config/index.js';
 import type { RenderRequest, SubscribeOutcome } from '../core/request.js';
-import type { BeforeRenderOutcome, ClusterEndpoints } from '../http/handler.js';
+import type { BeforeRenderOutcome, ClusterEndpoints } from '../http/services.js';
 import type { ClusterSample } from '../telemetry/metrics.js';
 import { createCapacityRegistry, RESERVATION_LEASE_MS } from './capacityRegistry.js';
 import {

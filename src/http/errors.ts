@@ -1,6 +1,7 @@
 /**
  * The closed failure taxonomy of the HTTP contract, and the one function that maps a failure to
- * a status, headers and JSON body.
+ * a status, headers and JSON body (`errorResponse`); `renderFailureToHttp` names the row a
+ * render's failure (as the coordinator reports it) is answered with.
  *
  * Everything below the HTTP layer reports failures as data (`Failure`); nothing else in the code
  * base picks a status. `ERROR_TABLE` is the same mapping as data, one row per failure class, so a
@@ -24,7 +25,7 @@
  * ## Events
  * None.
  */
-import type { Failure, FailureCode } from '../core/failure.js';
+import type { Failure, FailureCode, RenderFailure } from '../core/failure.js';
 
 export interface ErrorResponse {
   readonly status: number;
@@ -146,4 +147,20 @@ export function errorResponse(failure: Failure): ErrorResponse {
       break;
   }
   return { status: r.status, headers, body: encode(r.error, message!) };
+}
+
+/** A render's failure (as its coordinator reports it) → the row of the error table it answers. */
+export function renderFailureToHttp(failure: RenderFailure): Failure {
+  switch (failure.class) {
+    case 'not_found':
+      return { type: 'not_found' };
+    case 'undecodable':
+      return { type: 'undecodable_source' };
+    case 'timeout':
+      return { type: 'render_timeout' };
+    case 'queue_full':
+      return { type: 'queue_full', retryAfterS: Math.max(1, failure.retryAfterS ?? 1) };
+    default:
+      return { type: 'render_failed' };
+  }
 }
