@@ -235,6 +235,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
     slots: () => semaphoreStats(semaphore, SCRAPE_SAMPLE_TIMEOUT_MS),
     rendersRunning: () => renders.running,
     backlogBytes: () => renders.backlogBytes,
+    variantStore: () => store?.usage?.(),
     extra: async () => poolGauges(pools),
   });
   const detachLogs = [attachRenderLog(logger), boot.accessLog ? attachAccessLog(logger) : null];

@@ -30,6 +30,7 @@ import {
   loadConfig,
   MAX_PRESIGN_TTL_S,
   MAX_TIMEOUT_S,
+  MIN_VARIANT_STORE_MAX_BYTES,
   mutableConfig,
   nodeConfigFs,
   SERVE_MODES,
@@ -103,6 +104,7 @@ describe('defaults', () => {
     sourceAllowlist: [],
     localRoot: undefined,
     variantStore: undefined,
+    variantStoreMaxBytes: 0,
     maxConcurrency: CPUS,
     maxProbeConcurrency: 4 * CPUS,
     queueSize: 32,
@@ -502,6 +504,61 @@ describe('AP_VARIANT_STORE, file://', () => {
   it('with no store at all, the redirect default is accepted', () => {
     expect(load({}).serveMode).toBe('redirect');
     expect(load({ AP_SERVE_MODE: 'redirect' }).variantStore).toBeUndefined();
+  });
+});
+
+describe('AP_VARIANT_STORE_MAX_BYTES', () => {
+  const fileStore = () => ({ AP_VARIANT_STORE: `file://${storeDir}`, AP_SERVE_MODE: 'proxy' });
+
+  it('unset or 0: unbounded, with or without a store', () => {
+    expect(load({}).variantStoreMaxBytes).toBe(0);
+    expect(load({ AP_VARIANT_STORE_MAX_BYTES: '0' }).variantStoreMaxBytes).toBe(0);
+    expect(
+      load({ ...AWS, AP_VARIANT_STORE: 's3://variants', AP_VARIANT_STORE_MAX_BYTES: '0' }),
+    ).toMatchObject({ variantStoreMaxBytes: 0 });
+  });
+
+  it('bounds a file:// store, from 1 MiB up', () => {
+    expect(
+      load({ ...fileStore(), AP_VARIANT_STORE_MAX_BYTES: '1048576' }).variantStoreMaxBytes,
+    ).toBe(MIN_VARIANT_STORE_MAX_BYTES);
+    expect(
+      load({ ...fileStore(), AP_VARIANT_STORE_MAX_BYTES: '10737418240' }).variantStoreMaxBytes,
+    ).toBe(10 * 1024 ** 3);
+  });
+
+  it.each(['-1', '1.5', '10G', '1e9', ' 12 34', 'lots'])('%j is not an integer ≥ 0', (value) => {
+    expect(problem({ ...fileStore(), AP_VARIANT_STORE_MAX_BYTES: value })).toMatch(
+      /^AP_VARIANT_STORE_MAX_BYTES must be an integer ≥ 0 \(digits only\), got /,
+    );
+  });
+
+  it('below 1 MiB is refused as a likely unit mistake', () => {
+    const message = problem({ ...fileStore(), AP_VARIANT_STORE_MAX_BYTES: '1048575' });
+    expect(message).toBe(
+      'AP_VARIANT_STORE_MAX_BYTES must be 0 (unbounded) or at least 1048576 (1 MiB), got "1048575": it counts bytes (10 GiB is 10737418240)',
+    );
+    expect(problem({ ...fileStore(), AP_VARIANT_STORE_MAX_BYTES: '10' })).toContain('at least');
+  });
+
+  it('without a store, or with an s3:// one, a bound is refused', () => {
+    expect(problem({ AP_VARIANT_STORE_MAX_BYTES: '1048576' })).toBe(
+      'AP_VARIANT_STORE_MAX_BYTES bounds a file:// AP_VARIANT_STORE, and AP_VARIANT_STORE is not set',
+    );
+    expect(
+      problem({ ...AWS, AP_VARIANT_STORE: 's3://variants', AP_VARIANT_STORE_MAX_BYTES: '1048576' }),
+    ).toMatch(
+      /^AP_VARIANT_STORE_MAX_BYTES bounds a file:\/\/ store only; s3:\/\/variants is bounded by the bucket's own lifecycle rules/,
+    );
+  });
+
+  it('a store that is itself refused is reported once, not twice', () => {
+    const err = configError({
+      AP_VARIANT_STORE: 'file:///nope/not/a/directory',
+      AP_SERVE_MODE: 'proxy',
+      AP_VARIANT_STORE_MAX_BYTES: '1048576',
+    });
+    expect(err.problems.map((p) => p.variable)).toEqual(['AP_VARIANT_STORE']);
   });
 });
 
@@ -973,6 +1030,7 @@ describe('one rejected value per variable', () => {
     AP_ALLOW_INSECURE: { AP_ALLOW_INSECURE: 'maybe' },
     AP_LOCAL_ROOT: { AP_LOCAL_ROOT: '/' },
     AP_VARIANT_STORE: { AP_VARIANT_STORE: 'gopher://x' },
+    AP_VARIANT_STORE_MAX_BYTES: { AP_VARIANT_STORE_MAX_BYTES: '1GiB' },
     AP_SERVE_MODE: { AP_SERVE_MODE: 'stream' },
     AP_PRESIGN_TTL: { AP_PRESIGN_TTL: '0' },
     AP_MAX_CONCURRENCY: { AP_MAX_CONCURRENCY: '0' },

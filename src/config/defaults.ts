@@ -55,6 +55,9 @@ export const DEFAULT_WAITING_ROOM_SLOT_SHARE = 0.5;
 export const DEFAULT_BACKLOG_BUDGET_BYTES = 256 * 1024 * 1024;
 /** Bytes of hot variant bodies kept in memory for HIT serving (0 = off). */
 export const DEFAULT_HIT_CACHE_BYTES = 64 * 1024 * 1024;
+/** Smallest non-zero `AP_VARIANT_STORE_MAX_BYTES`: below it a bound is a unit mistake (10 meant
+ *  as 10 GB), and it would hold less than one minute of most variants. */
+export const MIN_VARIANT_STORE_MAX_BYTES = 1024 * 1024;
 /** Cluster render-claim and membership lease, in ms: renewed every third of it, so a busy node
  *  must miss two renewals running before it loses a claim, and a dead node's lapse within 10 s. */
 export const DEFAULT_CLUSTER_LEASE_MS = 10_000;

@@ -64,6 +64,8 @@ export interface Config {
   readonly localRoot: string | undefined;
   /** Where rendered variants are cached. @default undefined (no cache) */
   readonly variantStore: VariantStoreConfig | undefined;
+  /** Bytes a `file://` store's variants may take on disk; past it the least recently used are evicted. 0 = unbounded. @default 0 */
+  readonly variantStoreMaxBytes: number;
   /** Render slots. @default the CPU count */
   readonly maxConcurrency: number;
   /** Probe slots. @default 4 × maxConcurrency */

@@ -11,11 +11,19 @@
  * An unexpected exception anywhere on the request path (`audio_proxy.internal_error`) is one
  * error-level line: `stage`, `req` (`method`, `path` redacted, `id` from `x-request-id`) and
  * `err` (the cause, with its stack).
+ *
+ * A bounded file store logs its first variant too large to keep (`variant_store.oversize`, warn;
+ * later ones are only counted) and each eviction at debug.
  */
 import diagnostics from 'node:diagnostics_channel';
 import { type DestinationStream, type Logger, pino } from 'pino';
 import type { LogLevel } from '../config/index.js';
-import { type InternalErrorRequest, RENDER_CHANNELS } from './channels.js';
+import {
+  type InternalErrorRequest,
+  RENDER_CHANNELS,
+  VARIANT_STORE_CHANNELS,
+  type VariantStoreOversize,
+} from './channels.js';
 
 export function createLogger(level: LogLevel = 'info', destination?: DestinationStream): Logger {
   const pinoLevel = level === 'warning' ? 'warn' : level;
@@ -93,6 +101,21 @@ export function attachRenderLog(logger: Logger): () => void {
           'internal error',
         );
       },
+    ],
+    [
+      VARIANT_STORE_CHANNELS.oversize,
+      (m) => {
+        const o = m as VariantStoreOversize;
+        if (!o.first) return;
+        logger.warn(
+          { event: 'variant_store.oversize', key: o.key, bytes: o.bytes, maxBytes: o.maxBytes },
+          'a variant larger than AP_VARIANT_STORE_MAX_BYTES was not stored; later ones are only counted (audio_proxy_variant_store_oversize_total)',
+        );
+      },
+    ],
+    [
+      VARIANT_STORE_CHANNELS.eviction,
+      (m) => logger.debug({ event: 'variant_store.eviction', ...(m as object) }, 'variant evicted'),
     ],
     [
       RENDER_CHANNELS.writeFailure,
