@@ -47,7 +47,7 @@ import {
 import { type AudioProxy, CLOSE_DRAIN_MS, createAudioProxy, ListenError } from './proxy.js';
 import { StoreError } from './store/types.js';
 import { createLogger } from './telemetry/logger.js';
-import { resolveFfmpeg } from './workers/ffmpegPath.js';
+import { type ResolvedExecutable, resolveFfmpeg } from './workers/ffmpegPath.js';
 
 /** Exit code for a refused command line (as for invalid configuration). */
 const USAGE_EXIT_CODE = 2;
@@ -252,7 +252,16 @@ async function serve(flags: { host?: string; port?: string }): Promise<void> {
 }
 
 async function demo(command: string, port: string | undefined, relay?: InspectorRelay) {
-  const ffmpeg = resolveFfmpeg({ env: process.env });
+  let ffmpeg: ResolvedExecutable;
+  try {
+    ffmpeg = resolveFfmpeg({ env: process.env });
+  } catch (error) {
+    relay?.stop();
+    bootFailure(command, error);
+  }
+  if (ffmpeg.madeExecutable) {
+    process.stdout.write(`Made the npm-shipped ffmpeg executable (chmod +x ${ffmpeg.path}).\n`);
+  }
   process.stdout.write('Preparing the demo library (generated once with ffmpeg)…\n');
   const root = await ensureDemoLibrary(ffmpeg.path);
   const env = {
@@ -281,14 +290,23 @@ async function demo(command: string, port: string | undefined, relay?: Inspector
     bootFailure(command, error);
   }
   const { url, metricsUrl } = addresses;
+  const missing = Object.entries(proxy.capabilities.missing());
   const lines = [
     '',
     `audio-proxy demo on ${url}  (ffmpeg: ${proxy.ffmpeg.path}, from ${proxy.ffmpeg.source})`,
+    ...(missing.length === 0
+      ? []
+      : [
+          `this ffmpeg cannot do ${missing.map(([o, parts]) => `${o} (${parts.join(', ')})`).join('; ')}: ` +
+            'such URLs answer 501 and are not listed; a system ffmpeg (5.1 or newer) does everything',
+        ]),
     `library: ${root}   metrics: ${metricsUrl}/metrics   health: ${url}/health`,
     `live state charts of every actor: ${metricsUrl}/debug/actors`,
     'dev-only "insecure" signatures are enabled. Try:',
     '',
-    ...demoUrls(url).map((u) => `  ${u.label.padEnd(46)} curl -o out '${u.url}'`),
+    ...demoUrls(url, proxy.capabilities).map(
+      (u) => `  ${u.label.padEnd(46)} curl -o out '${u.url}'`,
+    ),
     '',
     ...(relay ? inspectorLines(relay) : []),
     'Ctrl-C to stop.',

@@ -6,6 +6,10 @@
  * metrics router in `services/`; the listeners, in-flight drain, fatal policy and the public
  * types beside this file in `proxy/`); this file only wires.
  *
+ * Before anything starts, ffmpeg and ffprobe are resolved and ffmpeg's capabilities listed
+ * (while the variant store is proved): the boot log says what this ffmpeg cannot do, and the
+ * request path, the probe gate, `/health` and the demo are handed the one reading.
+ *
  * Start order (each later child may use every earlier one):
  *  1. semaphore, probe limiter, readiness: coordinators release into them from their own stop
  *     paths, so they must outlive every coordinator;
@@ -59,6 +63,7 @@ import {
   CLOSE_DRAIN_MS,
   type ProxyFatal,
 } from './proxy/types.js';
+import { ffmpegBootNotes, ffmpegHealth } from './services/encoderReport.js';
 import { metricsRouter } from './services/metricsRouter.js';
 import { poolGauges, poolHealth } from './services/poolGauges.js';
 import { probeLogic } from './services/probeGate.js';
@@ -82,6 +87,7 @@ import {
 } from './telemetry/channels.js';
 import { attachAccessLog, attachRenderLog, createLogger } from './telemetry/logger.js';
 import { Metrics, SCRAPE_SAMPLE_TIMEOUT_MS } from './telemetry/metrics.js';
+import { EncoderCapabilities, readCapabilities } from './workers/capabilities.js';
 import { resolveFfmpeg, resolveFfprobe } from './workers/ffmpegPath.js';
 
 export const VERSION = '0.1.0';
@@ -107,12 +113,18 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
   const env = { PATH: process.env.PATH };
   const ffmpeg = resolveFfmpeg({ env: { ...env, AP_FFMPEG_PATH: boot.ffmpegPath } });
   const ffprobe = resolveFfprobe({ env: { ...env, AP_FFPROBE_PATH: boot.ffprobePath } });
+  // What this ffmpeg can do, listed while the store is proved (workers/capabilities.ts).
+  const reading = readCapabilities(ffmpeg.path);
 
   // The variant store, proved usable (file: staging swept + write probe; s3: PUT+DELETE).
   const store = await createVariantStore(boot);
   // Inspection (opt-in): connected before the first actor exists, so none goes unseen.
   const inspection = await openInspection(options.inspect, inspectRedactions(boot));
   const inspect = inspection.observer ? { inspect: inspection.observer } : {};
+  const capabilities = new EncoderCapabilities(await reading);
+  for (const note of ffmpegBootNotes(ffmpeg, ffprobe, capabilities)) {
+    logger[note.level](note.fields, note.message);
+  }
 
   // The singletons, created here and started by the system in its order.
   const { semaphore, probeLimiter } = createSlots(provider, inspect);
@@ -180,6 +192,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
               config: provider,
               pool: probePool,
               ffprobePath: ffprobe.path,
+              capabilities,
             }),
             supervise: (a, n) => void sys.supervise(a, n),
             ...inspect,
@@ -244,7 +257,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
   // Set when close() begins; read once per request, on entry.
   let stopping = false;
   const inFlight = new ResponsesInFlight();
-  const ffmpegVersionInfo = { path: ffmpeg.path, source: ffmpeg.source };
+  const ffmpegVersionInfo = ffmpegHealth(ffmpeg, capabilities);
   const inner = createHandler({
     ...inspect, // the delivery actors, like every other, go to the inspector and the live view
     track: liveView.track,
@@ -253,6 +266,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
     config: provider,
     version: VERSION,
     ffmpeg: () => ffmpegVersionInfo,
+    capabilities,
     pools: () => poolHealth(pools),
     nowMs: now,
     ready: () => checkReady(semaphore, readiness, provider.get().readyQueueThreshold),
@@ -322,6 +336,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
     metrics,
     ffmpeg,
     ffprobe,
+    capabilities,
     store,
     cluster,
   };

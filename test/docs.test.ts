@@ -59,7 +59,8 @@ function failureFor(r: ErrorRow): Failure {
     case 'not_found':
       return { type: 'not_found', scope: r.scope ?? 'source' };
     case 'invalid_options':
-      return { type: 'invalid_options', message: 'unknown option "xyz:1"' };
+    case 'unsupported_option':
+      return { type: r.type, message: 'unknown option "xyz:1"' };
     case 'queue_full':
       return { type: 'queue_full', retryAfterS: 3 };
     case 'shutting_down':

@@ -5,8 +5,8 @@
  * made by an actor; every status comes from `errorResponse` or a stage's success path.
  *
  * Check order for a signed path (each later check can only run if the earlier ones passed):
- * signature 401 → options 422 (404 without a source marker) → expiry 410 → source parse and
- * authorisation 404 → If-None-Match 304 → variant store HIT → stat 404/413 → HEAD describes
+ * signature 401 → options 422 (404 without a source marker) → expiry 410 → what this ffmpeg
+ * cannot do 501 (`stages/capabilities.ts`) → source parse and authorisation 404 → If-None-Match 304 → variant store HIT → stat 404/413 → HEAD describes
  * the MISS and stops → (cluster: a peer's claim relays its answer) → probe gate 415/429/504 →
  * admission verdict 413/415 (`admissionVerdict`: what the encoders cannot take, or longer than
  * `AP_MAX_DURATION_S`) → render slot 429 → stream (the delivery chart, `machines/delivery.ts`).
@@ -57,6 +57,7 @@ import {
   type StageContext,
 } from './exchange.js';
 import type { HandlerObservers, HandlerServices } from './services.js';
+import { capabilitiesStage } from './stages/capabilities.js';
 import { claimStage } from './stages/cluster.js';
 import { expiryStage } from './stages/expiry.js';
 import { headStage } from './stages/head.js';
@@ -193,6 +194,8 @@ async function route(x: Exchange, ctx: StageContext, method: string): Promise<vo
   // 3. expiry
   const exp = parsed.endpoint === 'render' ? parsed.request.exp : undefined;
   if (expiryStage(x, exp, nowS) === ANSWERED) return;
+  // 3b. an option this ffmpeg cannot honour: before the source, any probe or slot
+  if (capabilitiesStage(x, ctx, parsed) === ANSWERED) return;
   // 4. source parse and authorisation
   const authorised = await sourceStage(x, ctx, parsed.source);
   if (authorised === ANSWERED) return;

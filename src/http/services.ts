@@ -21,6 +21,7 @@ import type { ConfigProvider } from '../config/index.js';
 import type { Failure } from '../core/failure.js';
 import type { ProbeOutcome, RenderRequest, SubscribeOutcome } from '../core/request.js';
 import type { ResolvedSource, Source } from '../core/source.js';
+import type { RenderOptions } from '../core/variant.js';
 import type { SubscriberMessage } from '../machines/renderCoordinator.js';
 import type { VariantStore } from '../store/types.js';
 import type { TurnBudget } from './turns.js';
@@ -35,6 +36,14 @@ export interface HandlerServices {
     readonly path: string;
     readonly source: string;
     readonly version?: string;
+    /** Per option, the ffmpeg parts it needs and this one lacks (when its listing was read). */
+    readonly missing?: Readonly<Record<string, readonly string[]>>;
+    /** Why the listing could not be read: options are not checked against this ffmpeg. */
+    readonly unchecked?: string;
+  };
+  /** What this node's ffmpeg cannot do (`workers/capabilities.ts`); absent: nothing is refused. */
+  readonly capabilities?: {
+    refusal(options: RenderOptions): { readonly message: string } | undefined;
   };
   /** Worker pool supervisors' state for /health (a restart in progress still reads healthy). */
   readonly pools?: () => Record<string, unknown>;

@@ -19,6 +19,7 @@ import type { SupervisedPool } from '../services/supervisedPool.js';
 import type { WaitingRoomService } from '../services/waitingRoomService.js';
 import type { VariantStore } from '../store/index.js';
 import type { Metrics } from '../telemetry/metrics.js';
+import type { EncoderCapabilities } from '../workers/capabilities.js';
 import type { ResolvedExecutable } from '../workers/ffmpegPath.js';
 
 /**
@@ -96,6 +97,8 @@ export interface AudioProxy {
   readonly metrics: Metrics;
   readonly ffmpeg: ResolvedExecutable;
   readonly ffprobe: ResolvedExecutable;
+  /** What this ffmpeg can do, read at boot: the options it cannot honour answer 501. */
+  readonly capabilities: EncoderCapabilities;
   /** The variant store, or undefined when AP_VARIANT_STORE is unset. */
   readonly store: VariantStore | undefined;
   /** Cluster mode, or undefined when AP_CLUSTER_REDIS_URL is unset. */

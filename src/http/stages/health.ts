@@ -1,7 +1,11 @@
 /**
- * `/health` and `/ready` on the public listener: liveness (version, ffmpeg, the worker pools'
- * state) and readiness (the render queue's depth against `AP_READY_QUEUE_THRESHOLD`, with
- * hysteresis: see machines/readiness.ts). Both are `no-store` JSON.
+ * `/health` and `/ready` on the public listener: liveness (version; ffmpeg, with the options it
+ * cannot honour as `missing`, see `services/encoderReport.ts`; the worker pools' state) and
+ * readiness (the render queue's depth against `AP_READY_QUEUE_THRESHOLD`, with hysteresis: see
+ * machines/readiness.ts). Both are `no-store` JSON.
+ *
+ * A missing option does not make `/health` fail: the node serves everything else, and the
+ * boot log and `missing` say what to install.
  *
  * ## Invariants
  * - **`/health` is 200 while the process serves**, a pool restart in progress included; only
