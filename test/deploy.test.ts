@@ -11,9 +11,11 @@
 //   otherwise), with any complaint on stderr a failure (verify exits 0 on unknown keys).
 // - the runtime stage, emulated without a container: dist/ compiled into a temp dir laid out
 //   as the image's WORKDIR (the runtime stage's COPY lines, followed), the production
-//   dependencies only (linked from this repo, tsx left out), the image's ENV and ENTRYPOINT/CMD;
-//   the health-check script must see it healthy, a signed render must play, SIGTERM must drain
-//   and exit 0.
+//   dependencies only (linked from this repo, tsx left out), the image's ENV and ENTRYPOINT/CMD,
+//   and compose's variant store with s3rver standing in for SeaweedFS (compose's bucket job
+//   creates the bucket first); the health-check script must see it healthy, a signed render must
+//   play and then come back as a HIT from the store, deploy/footprint.mjs must measure it, and
+//   SIGTERM must drain and exit 0.
 // - the image itself, only with AP_TEST_CONTAINER=<engine command> (`docker`, `podman`, or
 //   `podman --runtime /usr/sbin/runc`) and AP_TEST_CONTAINER_FLAGS (flags for both build and
 //   run, e.g. `--network host`): built, inspected, run, health-checked, a render served, stopped
@@ -41,6 +43,7 @@ import { CLOSE_DRAIN_MS } from '../src/proxy.js';
 import { resolveFfmpeg, resolveFfprobe } from '../src/workers/ffmpegPath.js';
 import { makeFixtures } from './fixtures/audio.js';
 import { freePort } from './ports.js';
+import { S3RVER_KEY, type S3rverHandle, startS3rver } from './store/s3rver.js';
 
 const run = promisify(execFile);
 const REPO = process.cwd();
@@ -321,9 +324,22 @@ function seconds(duration: string): number {
   return Number(m[1] ?? 0) * 60 + Number(m[2] ?? 0);
 }
 
+/** The services of compose.yaml. */
+function composeServices(): Map {
+  const doc = asMap(readYamlSubset(readFileSync(join(REPO, 'compose.yaml'), 'utf8')), 'compose');
+  return asMap(doc.services, 'services');
+}
+
+/** A service's `environment`, as written (no interpolation). */
+function composeEnv(services: Map, name: string): Record<string, string> {
+  return asMap(asMap(services[name], name).environment, `${name}.environment`) as Record<
+    string,
+    string
+  >;
+}
+
 describe('compose.yaml', () => {
-  const text = readFileSync(join(REPO, 'compose.yaml'), 'utf8');
-  const doc = asMap(readYamlSubset(text), 'compose.yaml');
+  const doc = asMap(readYamlSubset(readFileSync(join(REPO, 'compose.yaml'), 'utf8')), 'compose');
   const services = asMap(doc.services, 'services');
   const proxies = Object.keys(services).filter((name) => name.startsWith('proxy'));
   const vars = { AP_KEY: KEY_HEX, AP_SALT: SALT_HEX };
@@ -533,6 +549,8 @@ describe('the runtime stage, emulated on this machine', () => {
   let output = '';
   let env: Record<string, string> = {};
   let port = 0;
+  let s3: S3rverHandle | undefined;
+  let bucketJob = '';
 
   beforeAll(async () => {
     work = mkdtempSync(join(tmpdir(), 'ap-runtime-'));
@@ -577,9 +595,32 @@ describe('the runtime stage, emulated on this machine', () => {
       symlinkSync(from, join(app, 'node_modules', dep), 'dir');
     }
 
+    // compose.yaml's variant store, with s3rver standing in for SeaweedFS: the bucket job first
+    // (the bucket does not exist yet), then a node with proxy-1's store settings.
+    s3 = await startS3rver([]);
+    const services = composeServices();
+    const atS3rver = (e: Record<string, string>) => ({
+      ...e,
+      AP_VARIANT_S3_ENDPOINT: s3!.endpoint,
+      AP_VARIANT_S3_ACCESS_KEY_ID: S3RVER_KEY,
+      AP_VARIANT_S3_SECRET_ACCESS_KEY: S3RVER_KEY,
+    });
+    const job = asList(asMap(services['s3-bucket'], 's3-bucket').entrypoint, 'entrypoint');
+    const jobRun = await run(process.execPath, job.slice(1), {
+      cwd: app,
+      env: { PATH: process.env.PATH ?? '', ...atS3rver(composeEnv(services, 's3-bucket')) },
+      timeout: 30_000,
+    });
+    bucketJob = jobRun.stdout;
+    const store = Object.fromEntries(
+      Object.entries(atS3rver(composeEnv(services, 'proxy-1'))).filter(
+        ([k]) => k.startsWith('AP_VARIANT_') || k === 'AP_SERVE_MODE',
+      ),
+    );
     port = await freePort();
     env = {
       ...imageEnv(),
+      ...store,
       AP_BIND: '127.0.0.1', // the image's 0.0.0.0, kept to this host in a test
       AP_PORT: String(port),
       AP_METRICS_PORT: String(await freePort()),
@@ -602,9 +643,26 @@ describe('the runtime stage, emulated on this machine', () => {
     child.stderr!.on('data', (d: Buffer) => (output += d));
   }, BUILD_TIMEOUT_MS + BOOT_TIMEOUT_MS);
 
-  afterAll(() => {
+  afterAll(async () => {
     if (child && child.exitCode === null) child.kill('SIGKILL');
+    await s3?.close();
     if (work !== '') rmSync(work, { recursive: true, force: true });
+  });
+
+  it("runs compose's bucket job: it creates the bucket, and a second run finds it", async () => {
+    expect(bucketJob).toBe('s3-bucket: created audio-variants\n');
+    const again = await run(process.execPath, ['deploy/s3-bucket.mjs'], {
+      cwd: app,
+      env: {
+        PATH: process.env.PATH ?? '',
+        AP_VARIANT_STORE: env.AP_VARIANT_STORE!,
+        AP_VARIANT_S3_ENDPOINT: s3!.endpoint,
+        AP_VARIANT_S3_ACCESS_KEY_ID: S3RVER_KEY,
+        AP_VARIANT_S3_SECRET_ACCESS_KEY: S3RVER_KEY,
+        AP_VARIANT_S3_REGION: 'us-east-1',
+      },
+    });
+    expect(again.stdout).toBe('s3-bucket: audio-variants exists\n');
   });
 
   it('answers the image health check, and the check fails where nothing listens', async () => {
@@ -617,18 +675,60 @@ describe('the runtime stage, emulated on this machine', () => {
     expect(await healthcheck(app, { ...env, AP_PORT: String(await freePort()) })).toBe(1);
   });
 
-  it('serves a signed render from dist/ with production dependencies only', async () => {
+  it('serves a signed render from dist/ with production dependencies only, then stores it', async () => {
     const path = '/f:mp3/t:0:1/plain/local://stereo.wav';
     const signature = sign(path, Buffer.from(KEY_HEX, 'hex'), Buffer.from(SALT_HEX, 'hex'));
-    const res = await fetch(`http://127.0.0.1:${port}/${signature}${path}`);
+    const url = `http://127.0.0.1:${port}/${signature}${path}`;
+    const res = await fetch(url);
     expect(res.status, output).toBe(200);
     expect(res.headers.get('x-audio-proxy')).toBe('MISS');
-    expect((await res.arrayBuffer()).byteLength).toBeGreaterThan(1000);
+    const bytes = (await res.arrayBuffer()).byteLength;
+    expect(bytes).toBeGreaterThan(1000);
+    // Written back to the S3 store, then served from it through the proxy (AP_SERVE_MODE=proxy).
+    let hit: Response | undefined;
+    await until(
+      async () => {
+        const r = await fetch(url);
+        if (r.headers.get('x-audio-proxy') !== 'HIT') {
+          await r.arrayBuffer();
+          return false;
+        }
+        hit = r;
+        return true;
+      },
+      10_000,
+      'a HIT from the store',
+    );
+    expect(hit!.status).toBe(200);
+    expect(Number(hit!.headers.get('content-length'))).toBe(bytes);
+    expect((await hit!.arrayBuffer()).byteLength).toBe(bytes);
     const health = (await (await fetch(`http://127.0.0.1:${port}/health`)).json()) as {
       ffmpeg: { source: string };
     };
     expect(health.ffmpeg.source).toBe('env'); // the image names its ffmpeg
   });
+
+  it('is what deploy/footprint.mjs measures: startup, then RSS and threads idle and after a render', async () => {
+    // The script runs the build beside it: here, the emulated WORKDIR.
+    cpSync(join(REPO, 'deploy/footprint.mjs'), join(app, 'deploy/footprint.mjs'));
+    const { stdout } = await run(
+      process.execPath,
+      ['deploy/footprint.mjs', '--runs', '1', '--concurrency', '1'],
+      { cwd: app, env: { PATH: process.env.PATH ?? '' }, timeout: 90_000 },
+    );
+    const summary = JSON.parse(stdout.trim().split('\n').at(-1)!) as {
+      build: string;
+      median: Record<string, number>;
+    };
+    expect(summary.build).toBe('compiled (dist/)');
+    const m = summary.median;
+    expect(m.startupMs).toBeGreaterThan(0);
+    expect(m.startupCpuMs).toBeGreaterThan(0);
+    // C = 1: 2 render and 5 probe worker threads, plus the process's own.
+    expect(m.idleThreads).toBeGreaterThanOrEqual(1 + 7);
+    expect(m.afterFirstRenderThreads).toBe(m.idleThreads); // the pools started at boot
+    expect(m.idleRssMiB).toBeGreaterThan(50);
+  }, 100_000);
 
   it(
     'drains on SIGTERM and exits 0 within the grace',

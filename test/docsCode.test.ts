@@ -208,11 +208,22 @@ interface CliCommand {
   readonly args: readonly string[];
 }
 
-/** `audio-proxy <command> <args…>` occurrences in a line, args up to a shell delimiter. */
+/**
+ * `audio-proxy <command> <args…>` run as a command in a line: at the start of the line or after
+ * `$(`, `&&`, `;`, `|` or `(`, behind any `NAME=value` assignments, `sudo` or `npx`; its args
+ * end at a shell delimiter. (`-g audio-proxy` or `/opt/audio-proxy` are not the CLI.)
+ */
 function cliCommands(line: string): CliCommand[] {
   const found: CliCommand[] = [];
-  for (const m of line.matchAll(/(?:^|[\s$(])(?:npx )?audio-proxy((?: +[^\s)|;&#]+)*)/g)) {
-    const tokens = m[1]!.trim().split(/ +/).filter(Boolean);
+  const re =
+    /(?:^|\$\(|&&|;|\||\()\s*(?:\w+=\S*\s+)*(?:sudo\s+)?(?:npx\s+)?audio-proxy((?: +[^\s)|;&#]+)*)/g;
+  for (const m of line.matchAll(re)) {
+    // `[--port N]` in a usage line is the flag `--port`.
+    const tokens = m[1]!
+      .trim()
+      .split(/ +/)
+      .map((t) => t.replace(/^\[|\]$/g, ''))
+      .filter(Boolean);
     if (tokens.length === 0) continue;
     found.push({ name: tokens[0]!, args: tokens.slice(1) });
   }
