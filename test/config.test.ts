@@ -26,6 +26,7 @@ import {
   configOrExit,
   configWarnings,
   defaultReadyQueueThreshold,
+  LOG_FORMATS,
   LOG_LEVELS,
   loadConfig,
   MAX_PRESIGN_TTL_S,
@@ -116,6 +117,7 @@ describe('defaults', () => {
     serveMode: 'redirect',
     presignTtlS: 300,
     logLevel: 'info',
+    logFormat: 'auto',
     accessLog: true,
     metricsBind: '127.0.0.1',
     metricsPort: 9568,
@@ -338,6 +340,7 @@ describe('enumerations', () => {
   const table = [
     ['AP_SERVE_MODE', 'serveMode', SERVE_MODES],
     ['AP_LOG_LEVEL', 'logLevel', LOG_LEVELS],
+    ['AP_LOG_FORMAT', 'logFormat', LOG_FORMATS],
   ] as const;
 
   it.each(table)('%s accepts each allowed value', (name, field, allowed) => {
