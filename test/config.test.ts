@@ -989,6 +989,7 @@ describe('one rejected value per variable', () => {
     AP_MAX_DURATION_S: { AP_MAX_DURATION_S: '0' },
     AP_SOURCE_ALLOW_PRIVATE: { AP_SOURCE_ALLOW_PRIVATE: 'maybe' },
     AP_LOG_LEVEL: { AP_LOG_LEVEL: 'verbose' },
+    AP_LOG_FORMAT: { AP_LOG_FORMAT: 'colour' },
     AP_METRICS_BIND: { AP_METRICS_BIND: 'localhost' },
     AP_BIND: { AP_BIND: '0.0.0.0:4000' },
     AP_METRICS_PORT: { AP_METRICS_PORT: '0' },
