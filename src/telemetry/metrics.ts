@@ -126,13 +126,13 @@ export class Metrics {
     const registers = [this.registry];
     this.#renders = new Counter({
       name: 'audio_proxy_renders_total',
-      help: 'Renders delivered to a client, by format and outcome.',
+      help: 'Renders answered to a client, by format and outcome (success: the response finished).',
       labelNames: ['format', 'outcome'],
       registers,
     });
     this.#duration = new Histogram({
       name: 'audio_proxy_render_duration_seconds',
-      help: 'Time from subscribe to the end of delivery, by format and outcome.',
+      help: 'Time from subscribe to the end of the response, by format and outcome.',
       labelNames: ['format', 'outcome'],
       buckets: RENDER_DURATION_BUCKETS_S,
       registers,
