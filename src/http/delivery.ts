@@ -206,7 +206,7 @@ export async function deliver(
   /** A chart that ended `ok`, waiting for the response's `close` to say if it was delivered. */
   let awaitingClose: (() => void) | null = null;
 
-  /** Publishes the request's one telemetry event and settles `deliver`. */
+  /** Publishes the request's one telemetry event and settles `deliver`; `ok`: delivered. */
   const conclude = (meta: Record<string, unknown>, failure: RenderFailure | null, ok: boolean) => {
     const duration = (performance.now() - started) / 1000;
     if (failure === null) {
@@ -239,14 +239,16 @@ export async function deliver(
           ? DELIVERY_FAULT
           : null;
     const meta = { ...span, cache_status: cache.toLowerCase(), bytes };
+    const ended = () => conclude(meta, null, responseDelivered(res, x.req.socket));
     if (output?.outcome === 'ok' && !responseClosed) {
       // The chart has ended the response; it is delivered once its last byte reaches the kernel,
       // and torn if the client leaves first. Both end in `close` (`responseDelivered` tells).
-      awaitingClose = () => conclude(meta, null, responseDelivered(res, x.req.socket));
+      awaitingClose = ended;
       return;
     }
     unwatch();
-    conclude(meta, failure, output?.outcome === 'ok');
+    if (output?.outcome === 'ok') ended();
+    else conclude(meta, failure, false);
   };
   actor.subscribe({
     complete: finish,
