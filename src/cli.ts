@@ -27,14 +27,21 @@
  *   bounded by `SHUTDOWN_GRACE_MS` (exit 1 when it overruns).
  *
  * ## Events
- * Boot errors and the drain notice go to stderr; the proxy's own log is pino's.
+ * Boot errors and the drain notice go to stderr; the proxy's own log is pino's, on stdout: pretty
+ * on a terminal and JSON lines otherwise (`AP_LOG_FORMAT` overrides; `telemetry/logger.ts`).
  */
 
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { parseArgs } from 'node:util';
 import { FATAL_EXIT_CODE } from './actors/system.js';
-import { ConfigError, configOrExit, configWarnings, loadConfig } from './config/index.js';
+import {
+  type Config,
+  ConfigError,
+  configOrExit,
+  configWarnings,
+  loadConfig,
+} from './config/index.js';
 import { ENCODED_URL_PATH, toUrlPath } from './core/rawPath.js';
 import { demoUrls, ensureDemoLibrary } from './demo.js';
 import { sign } from './http/signature.js';
@@ -227,6 +234,14 @@ function exitOnFatal(): void {
   process.exit(FATAL_EXIT_CODE);
 }
 
+/** The CLI's logger: `AP_LOG_FORMAT=auto` (the default) is pretty when stdout is a terminal. */
+function cliLogger(config: Pick<Config, 'logLevel' | 'logFormat'>) {
+  return createLogger(config.logLevel, {
+    format: config.logFormat,
+    isTTY: process.stdout.isTTY === true,
+  });
+}
+
 async function serve(flags: { host?: string; port?: string }): Promise<void> {
   const env = {
     ...process.env,
@@ -234,7 +249,7 @@ async function serve(flags: { host?: string; port?: string }): Promise<void> {
     ...(flags.port !== undefined ? { AP_PORT: flags.port } : {}),
   };
   const config = configOrExit(env);
-  const logger = createLogger(config.logLevel);
+  const logger = cliLogger(config);
   for (const warning of configWarnings(config, env)) logger.warn(warning);
   let proxy: AudioProxy;
   let addresses: { url: string; metricsUrl: string };
@@ -270,6 +285,7 @@ async function demo(command: string, port: string | undefined, relay?: Inspector
     AP_PORT: port ?? process.env.AP_PORT ?? '4000',
     AP_METRICS_PORT: process.env.AP_METRICS_PORT ?? '9568',
     AP_LOG_LEVEL: process.env.AP_LOG_LEVEL ?? 'warning',
+    AP_LOG_FORMAT: process.env.AP_LOG_FORMAT,
     AP_MAX_CONCURRENCY: process.env.AP_MAX_CONCURRENCY,
     AP_FFMPEG_PATH: process.env.AP_FFMPEG_PATH,
     AP_FFPROBE_PATH: process.env.AP_FFPROBE_PATH,
@@ -279,8 +295,10 @@ async function demo(command: string, port: string | undefined, relay?: Inspector
   let proxy: AudioProxy;
   let addresses: { url: string; metricsUrl: string };
   try {
+    const config = loadConfig(env);
     proxy = await createAudioProxy({
-      config: loadConfig(env),
+      config,
+      logger: cliLogger(config),
       onFatal: exitOnFatal,
       ...(relay ? { inspect: { url: relay.wsUrl } } : {}),
     });

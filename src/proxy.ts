@@ -108,7 +108,8 @@ function isProvider(c: Config | ConfigProvider): c is ConfigProvider {
 export async function createAudioProxy(options: AudioProxyOptions): Promise<AudioProxy> {
   const provider = isProvider(options.config) ? options.config : staticConfig(options.config);
   const boot = provider.get();
-  const logger = options.logger ?? createLogger(boot.logLevel);
+  // JSON unless the config says `pretty`: the library never sniffs its host's terminal.
+  const logger = options.logger ?? createLogger(boot.logLevel, { format: boot.logFormat });
   const now = options.now ?? Date.now;
   const env = { PATH: process.env.PATH };
   const ffmpeg = resolveFfmpeg({ env: { ...env, AP_FFMPEG_PATH: boot.ffmpegPath } });

@@ -26,6 +26,7 @@ import {
   configOrExit,
   configWarnings,
   defaultReadyQueueThreshold,
+  LOG_FORMATS,
   LOG_LEVELS,
   loadConfig,
   MAX_PRESIGN_TTL_S,
@@ -118,6 +119,7 @@ describe('defaults', () => {
     serveMode: 'redirect',
     presignTtlS: 300,
     logLevel: 'info',
+    logFormat: 'auto',
     accessLog: true,
     metricsBind: '127.0.0.1',
     metricsPort: 9568,
@@ -340,6 +342,7 @@ describe('enumerations', () => {
   const table = [
     ['AP_SERVE_MODE', 'serveMode', SERVE_MODES],
     ['AP_LOG_LEVEL', 'logLevel', LOG_LEVELS],
+    ['AP_LOG_FORMAT', 'logFormat', LOG_FORMATS],
   ] as const;
 
   it.each(table)('%s accepts each allowed value', (name, field, allowed) => {
@@ -1044,6 +1047,7 @@ describe('one rejected value per variable', () => {
     AP_MAX_DURATION_S: { AP_MAX_DURATION_S: '0' },
     AP_SOURCE_ALLOW_PRIVATE: { AP_SOURCE_ALLOW_PRIVATE: 'maybe' },
     AP_LOG_LEVEL: { AP_LOG_LEVEL: 'verbose' },
+    AP_LOG_FORMAT: { AP_LOG_FORMAT: 'colour' },
     AP_METRICS_BIND: { AP_METRICS_BIND: 'localhost' },
     AP_BIND: { AP_BIND: '0.0.0.0:4000' },
     AP_METRICS_PORT: { AP_METRICS_PORT: '0' },

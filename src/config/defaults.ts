@@ -90,8 +90,11 @@ export const FALSY_WORDS = ['0', 'false', 'no', 'off'] as const;
 export const SERVE_MODES = ['redirect', 'proxy'] as const;
 /** `AP_LOG_LEVEL`'s vocabulary, the original's; the logger maps `warning` to pino's `warn`. */
 export const LOG_LEVELS = ['debug', 'info', 'warning', 'error'] as const;
+/** `AP_LOG_FORMAT`: `auto` is pretty on a terminal (the CLI), JSON lines otherwise. */
+export const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
 export const S3_ADDRESSING_STYLES = ['virtual', 'path'] as const;
 
 export type ServeMode = (typeof SERVE_MODES)[number];
 export type LogLevel = (typeof LOG_LEVELS)[number];
+export type LogFormat = (typeof LOG_FORMATS)[number];
 export type S3Addressing = (typeof S3_ADDRESSING_STYLES)[number];

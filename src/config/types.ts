@@ -8,7 +8,7 @@
  *   variable applies it (`rows/`), and `docs/configuration.md` is generated from those rows.
  * - **Secrets stay in typed fields** (`key`, `salt`, `S3Credentials`) and are never echoed.
  */
-import type { LogLevel, S3Addressing, ServeMode } from './defaults.js';
+import type { LogFormat, LogLevel, S3Addressing, ServeMode } from './defaults.js';
 
 /** An S3-compatible endpoint: an origin and nothing more. */
 export interface S3Endpoint {
@@ -92,6 +92,9 @@ export interface Config {
   readonly presignTtlS: number;
   /** @default 'info' */
   readonly logLevel: LogLevel;
+  /** `auto`: pretty when the CLI writes to a terminal; an embedded proxy's default logger
+   *  pretty-prints only for `pretty`. @default 'auto' */
+  readonly logFormat: LogFormat;
   /** One info line per public request. @default true */
   readonly accessLog: boolean;
   /** An IPv4 or IPv6 literal. @default '127.0.0.1' */

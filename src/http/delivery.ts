@@ -13,7 +13,10 @@
  *   no gap and no reordering at the seam.
  * - **A coordinator left before the subscribe call answered is unsubscribed when it answers.**
  * - **Telemetry once per request** (`audio_proxy.render.stop` or `.exception`), from the chart's
- *   output, when the actor ends.
+ *   output, when the actor ends; except that a chart ending `ok` has only *ended* the response,
+ *   so its event waits for the response's `close`: `ok` (delivered) if the response finished,
+ *   every byte handed to the kernel, and `cancelled` if the client left before. `deliver`
+ *   settles after the event, so the caller sees a torn response as `res.destroyed`.
  * - **A bug while writing** (an emitted event whose handling threw) is reported on
  *   `audio_proxy.internal_error` (stage `delivery`) and answered 500, or the stream torn down;
  *   a bug in the subscribe call or in an answer the chart asked for ends the delivery and
@@ -22,6 +25,9 @@
  * ## Races
  * - *Client leaves while waiting or streaming*: the response's `close` is `client.gone`, which
  *   leaves the coordinator; the coordinator cancels a render nobody else wants.
+ * - *Client leaves after the render's last byte was written but before it was sent* (a slow
+ *   reader; the bytes wait in Node): the chart is already `done`, the response closes unfinished,
+ *   and the request counts as `cancelled`, not delivered.
  * - *close() begins*: a render cancelled at the end of the drain before any byte went out is
  *   `shutdown` for the chart (a 503, not a 500), since `services.stopping()` says so.
  *
@@ -30,10 +36,12 @@
  * |---|---|---|
  * | `audio_proxy.cache.lookup` | `status` (`miss`/`coalesced`), `format` | the subscribe call found a render |
  * | `audio_proxy.render.start` | `format`, `source`, `cache_status` | likewise |
- * | `audio_proxy.render.stop` | … `outcome` (`ok`/`cancelled`), `duration`, `bytes` | the delivery ended well or the client left |
+ * | `audio_proxy.render.stop` | … `outcome` (`ok`/`cancelled`), `duration`, `bytes` | the response finished (`ok`), or the client left (`cancelled`) |
  * | `audio_proxy.render.exception` | … `class`, `exit_status`, `detail` | the delivery failed |
  */
 import diagnostics from 'node:diagnostics_channel';
+import type { ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { type AnyActorRef, createActor } from 'xstate';
 import { watch } from '../actors/monitor.js';
 import type { RenderFailure } from '../core/failure.js';
@@ -58,6 +66,16 @@ import {
 import { tuneSocket } from './socketTuning.js';
 
 let subscriberSeq = 0;
+
+/**
+ * Whether a response that has closed reached the kernel whole: it finished while its connection
+ * was still up. `writableFinished` alone cannot say: Node emits `finish` (and reports
+ * `writableFinished`) for a response whose socket was torn down with bytes still unsent, but a
+ * response that really finished closes on the next tick, before its socket can have closed.
+ */
+export function responseDelivered(res: ServerResponse, socket: Socket | null | undefined): boolean {
+  return res.writableFinished && socket?.destroyed !== true;
+}
 
 const EMPTY = Buffer.alloc(0);
 
@@ -183,8 +201,32 @@ export async function deliver(
     }
   });
 
+  /** The response's `close`, once it has happened (its watch fires once). */
+  let responseClosed = false;
+  /** A chart that ended `ok`, waiting for the response's `close` to say if it was delivered. */
+  let awaitingClose: (() => void) | null = null;
+
+  /** Publishes the request's one telemetry event and settles `deliver`; `ok`: delivered. */
+  const conclude = (meta: Record<string, unknown>, failure: RenderFailure | null, ok: boolean) => {
+    const duration = (performance.now() - started) / 1000;
+    if (failure === null) {
+      diagnostics
+        .channel(RENDER_CHANNELS.stop)
+        .publish({ ...meta, duration, outcome: ok ? 'ok' : 'cancelled' });
+    } else {
+      diagnostics.channel(RENDER_CHANNELS.exception).publish({
+        ...meta,
+        duration,
+        class: failure.class,
+        exit_status: failure.exitStatus ?? null,
+        detail: failure.detail ?? failure.stderrTail ?? '',
+      });
+    }
+    if (fault) reject(fault.error);
+    else settle();
+  };
+
   const finish = () => {
-    unwatch();
     const snapshot = actor.getSnapshot();
     const { cache, bytes } = snapshot.context;
     const output = snapshot.status === 'done' ? snapshot.output : undefined;
@@ -196,22 +238,17 @@ export async function deliver(
         : snapshot.status === 'error'
           ? DELIVERY_FAULT
           : null;
-    const duration = (performance.now() - started) / 1000;
-    const meta = { ...span, cache_status: cache.toLowerCase(), duration, bytes };
-    if (failure === null) {
-      diagnostics
-        .channel(RENDER_CHANNELS.stop)
-        .publish({ ...meta, outcome: output?.outcome === 'ok' ? 'ok' : 'cancelled' });
-    } else {
-      diagnostics.channel(RENDER_CHANNELS.exception).publish({
-        ...meta,
-        class: failure.class,
-        exit_status: failure.exitStatus ?? null,
-        detail: failure.detail ?? failure.stderrTail ?? '',
-      });
+    const meta = { ...span, cache_status: cache.toLowerCase(), bytes };
+    const ended = () => conclude(meta, null, responseDelivered(res, x.req.socket));
+    if (output?.outcome === 'ok' && !responseClosed) {
+      // The chart has ended the response; it is delivered once its last byte reaches the kernel,
+      // and torn if the client leaves first. Both end in `close` (`responseDelivered` tells).
+      awaitingClose = ended;
+      return;
     }
-    if (fault) reject(fault.error);
-    else settle();
+    unwatch();
+    if (output?.outcome === 'ok') ended();
+    else conclude(meta, failure, false);
   };
   actor.subscribe({
     complete: finish,
@@ -236,7 +273,10 @@ export async function deliver(
   };
 
   // The client leaving at any point ends the delivery; the actor is stopped with the response.
+  // After an `ok` final state, the close only tells whether the response finished.
   const unwatch = watch(res, () => {
+    responseClosed = true;
+    if (awaitingClose) return awaitingClose();
     tell({ type: 'client.gone' });
     actor.stop();
   });

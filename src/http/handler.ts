@@ -47,6 +47,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Config } from '../config/index.js';
 import { RENDER_CHANNELS } from '../telemetry/channels.js';
 import { corsHeaders, preflightResponse } from './cors.js';
+import { responseDelivered } from './delivery.js';
 import {
   ANSWERED,
   type Exchange,
@@ -109,7 +110,7 @@ export function createHandler(services: HandlerServices & HandlerObservers) {
         ms: performance.now() - startedMs,
         bytes: (req.socket?.bytesWritten ?? written) - written,
         cache: x.cache,
-        complete: res.writableFinished,
+        complete: responseDelivered(res, req.socket),
       });
     });
     try {

@@ -23,7 +23,9 @@
  *   `refusing`) before the slot was granted, 504 after, and tears the stream down once the 200 is
  *   sent; each of them also `leave`s the coordinator.
  * - **Exactly one final state**, with the outcome, cache status, bytes written and (failed) the
- *   failure as the actor's output: the adapter's telemetry reads nothing else.
+ *   failure as the actor's output: the adapter's telemetry reads nothing else of the chart. `done`
+ *   means the response was *ended*; whether it was delivered (finished before the client left)
+ *   is the response's to say, and the adapter waits for it.
  * - **A client that leaves** (`client.gone`) ends the delivery as `cancelled` from any state,
  *   leaving the coordinator when one was subscribed.
  *

@@ -35,7 +35,8 @@ export type ProxyFatal = Fatal;
 export interface AudioProxyOptions {
   /** A loaded config, or a provider (tests change limits through a mutable one). */
   readonly config: Config | ConfigProvider;
-  /** @default a pino logger at the config's level */
+  /** @default a pino logger at the config's level, JSON lines on stdout (pretty only when the
+   *  config's `logFormat` is `pretty`; `auto` is JSON here) */
   readonly logger?: Logger;
   /** Wall clock in ms (URL expiry). @default Date.now */
   readonly now?: () => number;

@@ -14,11 +14,13 @@
  * - Every metric is declared (`# HELP`, `# TYPE`) on a fresh scrape; unlabelled counters read 0.
  *
  * One `Metrics` per proxy instance, with its own prom-client Registry, so two proxies in one
- * process (tests, embedders) never share counters.
+ * process (tests, embedders) never share counters. The registry also carries the standard
+ * `process_*` and `nodejs_*` metrics (`processMetrics.ts`), whose samplers `close()` stops.
  */
 import diagnostics from 'node:diagnostics_channel';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { INTERNAL_ERROR_STAGES, RENDER_CHANNELS, VARIANT_STORE_CHANNELS } from './channels.js';
+import { collectProcessMetrics, type ProcessMetrics } from './processMetrics.js';
 
 /** Fixed buckets, in seconds: from sub-second previews to the 300 s default render timeout. */
 export const RENDER_DURATION_BUCKETS_S = [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
@@ -131,19 +133,22 @@ export class Metrics {
   readonly #http: Counter<'endpoint' | 'status'>;
   readonly #internalErrors: Counter<'stage'>;
   readonly #sources: GaugeSources;
+  /** The standard process and runtime metrics; `close()` stops their samplers. */
+  readonly process: ProcessMetrics;
 
   constructor(sources: GaugeSources) {
     this.#sources = sources;
+    this.process = collectProcessMetrics(this.registry);
     const registers = [this.registry];
     this.#renders = new Counter({
       name: 'audio_proxy_renders_total',
-      help: 'Renders delivered to a client, by format and outcome.',
+      help: 'Renders answered to a client, by format and outcome (success: the response finished).',
       labelNames: ['format', 'outcome'],
       registers,
     });
     this.#duration = new Histogram({
       name: 'audio_proxy_render_duration_seconds',
-      help: 'Time from subscribe to the end of delivery, by format and outcome.',
+      help: 'Time from subscribe to the end of the response, by format and outcome.',
       labelNames: ['format', 'outcome'],
       buckets: RENDER_DURATION_BUCKETS_S,
       registers,
@@ -411,9 +416,10 @@ export class Metrics {
     return { contentType: 'text/plain; version=0.0.4; charset=utf-8', body };
   }
 
-  /** Detaches every channel handler; safe to call twice. */
+  /** Detaches every channel handler and stops the process metrics' samplers; safe to call twice. */
   close(): void {
     for (const off of this.#unsubscribe.splice(0)) off();
+    this.process.stop();
   }
 }
 

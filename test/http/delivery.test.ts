@@ -6,7 +6,9 @@
  * 503; silence past the consumer deadline is 429 with the semaphore's Retry-After and leaves the
  * coordinator; a client that leaves is unsubscribed; a full queue in cluster mode is handed off;
  * a subscribe call that throws rejects (the router answers 500). Each request runs one delivery
- * actor, tracked for the live view, ended with its response, with one telemetry event.
+ * actor, tracked for the live view, ended with its response, with one telemetry event; an `ok`
+ * one is published when the response has finished and closed, and a reader that leaves after the
+ * last byte was written but before it was sent is `cancelled`.
  */
 import diagnostics from 'node:diagnostics_channel';
 import { createServer, request } from 'node:http';
@@ -254,6 +256,92 @@ describe('delivery adapter', () => {
       expect(t.actors[0]!.actor.getSnapshot().status).toBe('done');
       expect(t.actors[0]!.actor.getSnapshot().output).toMatchObject({ outcome: 'cancelled' });
       expect(events.at(-1)).toMatchObject({ data: { outcome: 'cancelled' } });
+    } finally {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  });
+  it('publishes an ok delivery once the response has finished and closed, then settles', async () => {
+    const order: string[] = [];
+    const { services } = subscribing(miss('rendering'), {
+      after: (send) => {
+        send({ type: 'chunk', data: Buffer.from('abcd') });
+        send({ type: 'done', info: { exitStatus: 0, bytes: 4 } });
+      },
+    });
+    const listener = () => order.push('stop');
+    diagnostics.subscribe(RENDER_CHANNELS.stop, listener);
+    try {
+      const r = await exchange(async (x) => {
+        x.res.once('finish', () => order.push('finish'));
+        x.res.once('close', () => order.push('close'));
+        await deliver(x, contextOf({}, services), REQUEST, HEADERS);
+        order.push('settled');
+      });
+      expect(r.body).toBe('abcd');
+    } finally {
+      diagnostics.unsubscribe(RENDER_CHANNELS.stop, listener);
+    }
+    expect(order).toEqual(['finish', 'close', 'stop', 'settled']);
+    expect(events).toEqual([
+      { channel: RENDER_CHANNELS.stop, data: expect.objectContaining({ outcome: 'ok', bytes: 4 }) },
+    ]);
+  });
+
+  it('counts a reader that leaves after the last byte was written, but before it was sent, as cancelled', async () => {
+    const t = tracking();
+    let send!: Send;
+    const ctx = contextOf(
+      {},
+      {
+        subscribe: async (_request, _id, onMessage) => {
+          send = onMessage;
+          return miss('rendering');
+        },
+      },
+      { track: t.track },
+    );
+    let settled = false;
+    let destroyed: boolean | undefined;
+    const server = createServer((req, res) => {
+      const x = { req, res, head: false, cors: {}, endpoint: 'render', turns: undefined };
+      void deliver({ ...x, stage: 'request' } as never, ctx, REQUEST, HEADERS).then(() => {
+        settled = true;
+        destroyed = res.destroyed;
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    try {
+      const req = request({ host: '127.0.0.1', port, path: '/', agent: false });
+      req.on('error', () => {});
+      const closed = new Promise<void>((resolve) => req.once('close', () => resolve()));
+      const response = new Promise<import('node:http').IncomingMessage>((resolve) =>
+        req.once('response', (res) => res.once('data', () => resolve(res))),
+      );
+      req.end();
+      await expect.poll(() => send !== undefined).toBe(true);
+      // 16 MiB, far more than the kernel holds for a reader that has stopped, then done.
+      const chunk = Buffer.alloc(256 * 1024, 1);
+      for (let i = 0; i < 64; i++) send({ type: 'chunk', data: chunk });
+      const res = await response;
+      res.pause();
+      send({ type: 'done', info: { exitStatus: 0, bytes: 64 * chunk.length } });
+      await expect.poll(() => t.actors[0]?.actor.getSnapshot().status).toBe('done');
+      expect(t.actors[0]!.actor.getSnapshot().output).toMatchObject({ outcome: 'ok' });
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(events).toEqual([]); // ended, not delivered: nothing yet
+      expect(settled).toBe(false);
+      res.destroy();
+      await closed;
+      await expect.poll(() => settled).toBe(true);
+      expect(destroyed).toBe(true);
+      expect(events).toEqual([
+        {
+          channel: RENDER_CHANNELS.stop,
+          data: expect.objectContaining({ outcome: 'cancelled', bytes: 64 * chunk.length }),
+        },
+      ]);
     } finally {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
