@@ -418,14 +418,15 @@ describe('FileVariantStore with a bound', () => {
     await store.put('small', chunksOf(bytesOf('small', 1_000)), META);
     const channel = new ChunkChannel();
     let pushed = 0;
-    const put = store.put('huge', channel, META);
+    // Handled from the start: the put rejects while chunks are still being pushed.
+    const put = store.put('huge', channel, META).catch((error: unknown) => error);
     for (let i = 0; i < 40; i++) {
       channel.push(Buffer.alloc(10_000, 1));
       pushed += 10_000;
       await new Promise((r) => setImmediate(r));
     }
     channel.end();
-    await expect(put).rejects.toMatchObject({ code: 'ERR_STORE_TOO_LARGE', reason: 'too_large' });
+    expect(await put).toMatchObject({ code: 'ERR_STORE_TOO_LARGE', reason: 'too_large' });
     expect(oversize).toHaveLength(1);
     expect(oversize[0]).toMatchObject({ key: 'huge', maxBytes: 100_000, first: true });
     expect(oversize[0]!.bytes).toBeGreaterThan(100_000);
