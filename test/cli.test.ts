@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config/index.js';
+import { sign } from '../src/http/signature.js';
 import { createAudioProxy } from '../src/proxy.js';
 import { makeFixtures } from './fixtures/audio.js';
 import { waitFor } from './integration/harness.js';
@@ -214,5 +215,19 @@ describe('sign', () => {
     } finally {
       await proxy.close();
     }
+  });
+});
+
+describe('sign with several key/salt pairs (rotation)', () => {
+  it('signs with the first pair; unequal counts are refused as a configuration error', async () => {
+    const env = { AP_KEY: `${'a1'.repeat(32)},${'a2'.repeat(32)}`, AP_SALT: 'b1,b2' };
+    const path = '/f:mp3/plain/local://a.wav';
+    const r = await run(['sign', path], env);
+    expect(r.code, r.stderr).toBe(0);
+    const first = sign(path, Buffer.from('a1'.repeat(32), 'hex'), Buffer.from('b1', 'hex'));
+    expect(r.stdout).toBe(`/${first}${path}\n`);
+    const mismatched = await run(['sign', path], { ...env, AP_SALT: 'b1' });
+    expect(mismatched.code).toBe(2);
+    expect(mismatched.stderr).toContain('AP_SALT has 1 value and AP_KEY has 2');
   });
 });

@@ -25,6 +25,7 @@ import {
   sessions,
 } from '../exchange.js';
 import { joinCredential, sessionSetCookie } from '../roomAccess.js';
+import { signatureConfigOf } from '../signature.js';
 
 const NO_SUCH_TICKET = { error: 'not_found', message: 'No such ticket' } as const;
 
@@ -43,7 +44,7 @@ export async function queueStage(
     // Only the operator's credential (a signed render path) takes a ticket: see roomAccess.ts.
     const credential = joinCredential(
       x.req.url ?? '',
-      { key: config.key, salt: config.salt, allowInsecure: config.allowInsecure },
+      signatureConfigOf(config),
       Math.floor(services.nowMs() / 1000),
     );
     if (!credential.ok) {
