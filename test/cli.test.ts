@@ -160,6 +160,19 @@ describe('serve', () => {
     }
   });
 
+  it('a preset the option grammar refuses is a configuration error: named, exit 2', async () => {
+    const r = await run(['serve'], {
+      AP_PORT: String(await freePort()),
+      AP_METRICS_PORT: String(await freePort()),
+      AP_PRESETS: 'ok=f:opus,typo=f:opus/brr:96',
+    });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(
+      'AP_PRESETS: the preset "typo" is not a valid option string: unknown option "brr:96"',
+    );
+    expect(r.stderr).not.toMatch(/^\s+at /m);
+  });
+
   it('an S3 variant store that fails its boot check is one line and exit 1', {
     timeout: 60_000,
   }, async () => {

@@ -96,7 +96,7 @@ export {
 } from './provider.js';
 export { type ConfigFs, type ConfigVariable, nodeConfigFs } from './row.js';
 export { defaultReadyQueueThreshold } from './rows/limits.js';
-export { CONFIG_VARIABLES, type ConfigVariableName } from './table.js';
+export { CONFIG_VARIABLES, type ConfigVariableName, variableOf } from './table.js';
 export type {
   Config,
   PresetDefinition,

@@ -24,6 +24,7 @@ import {
   sessionOf,
   sessions,
 } from '../exchange.js';
+import { optionGrammarOf } from '../presets.js';
 import { joinCredential, sessionSetCookie } from '../roomAccess.js';
 import { signatureConfigOf } from '../signature.js';
 
@@ -46,6 +47,7 @@ export async function queueStage(
       x.req.url ?? '',
       signatureConfigOf(config),
       Math.floor(services.nowMs() / 1000),
+      optionGrammarOf(config),
     );
     if (!credential.ok) {
       fail(x, credential.failure);
