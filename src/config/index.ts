@@ -77,7 +77,7 @@ export {
   type ServeMode,
   TRUTHY_WORDS,
 } from './defaults.js';
-export { CONFIG_GENERAL_RULES, renderConfigDocs } from './docs.js';
+export { CONFIG_GENERAL_RULES, markdownTable, renderConfigDocs } from './docs.js';
 export { ConfigError, type ConfigProblem } from './fold.js';
 export {
   CONFIG_EXIT_CODE,

@@ -112,6 +112,7 @@ export const OPTION_EXAMPLE_PRESETS: readonly {
   { name: 'preview', options: 'f:mp3/br:64/t:0:30/fade:0:2' },
   { name: 'voice', options: 'enhance:voice/norm:ebu:-16' },
   { name: 'wave', options: 'f:peaks/pts:1200' },
+  { name: 'hq', options: 'f:opus/br:160' },
 ];
 
 const list = (values: readonly string[]) => values.map((v) => `\`${v}\``).join(', ');
@@ -213,7 +214,7 @@ export const OPTION_ROWS = checked([
     kind: 'variant',
     title: 'Channels',
     values: '`1` or `2`',
-    default: `the source's (more than 2 are downmixed to 2); \`${DEFAULT_PEAK_CHANNELS}\` under \`f:peaks\``,
+    default: `the source's (more channels than the encoder takes are downmixed to its most); \`${DEFAULT_PEAK_CHANNELS}\` under \`f:peaks\``,
     canonical: '`ch:N`; always present under `f:peaks`',
     doc: 'Downmixes to mono or stereo. Under `f:peaks`, `ch:2` gives one waveform per channel.',
     examples: ['ch:1', 'f:peaks/ch:2'],
@@ -301,7 +302,7 @@ export const OPTION_ROWS = checked([
     values: `one of ${list(ENHANCE_PRESETS)}`,
     default: 'none',
     canonical: '`enhance:NAME`',
-    doc: 'A curated filter chain, pinned: a name means one chain forever, and a better chain gets a new name (a changed chain under an old name would serve two renders under one cache key). `voice`: high-pass, denoise, de-ess, compression, for speech.',
+    doc: 'A curated filter chain, pinned: a name means one chain forever, and a better chain gets a new name (a changed chain under an old name would serve two renders under one cache key). `voice`, for speech: an 80 Hz high-pass, denoise, de-ess, 3:1 compression and a limiter.',
     examples: ['enhance:voice'],
     refused: [['enhance:music', 'invalid_value']],
   },
@@ -340,7 +341,10 @@ export const OPTION_ROWS = checked([
     canonical: '`dl:NAME`, still percent-encoded, byte for byte',
     doc: 'Answers with `Content-Disposition: attachment` and this file name (decoded for the header).',
     examples: ['dl:my%20song.mp3'],
-    refused: [['dl:', 'invalid_value']],
+    refused: [
+      ['dl:', 'invalid_value'],
+      ['dl:a\u0007b', 'control_character'],
+    ],
   },
   {
     key: 'cb',
@@ -374,12 +378,13 @@ export const OPTION_ROWS = checked([
     values: '`NAME[:NAME…]`: names of `AP_PRESETS`, each at most once',
     default: 'none',
     canonical: 'never: the expansion is what the canonical string holds',
-    doc: 'Expands each named preset (`AP_PRESETS`) in place of the segment, in the order named: a later preset overrides an earlier one for a key both set, and an option given explicitly in the URL overrides every preset, wherever it stands. `pr` may appear once.',
+    doc: 'Expands each named preset (`AP_PRESETS`) into its options, in the order named: a later preset overrides an earlier one for a key both set, and an option the URL spells itself overrides every preset, wherever either stands. `pr` may appear once. See [Presets](#presets).',
     examples: [
       'pr:preview',
       'pr:preview/t:60:30',
       'br:96/pr:preview',
       'pr:preview:voice',
+      'pr:preview:hq',
       'pr:wave/pk_fmt:dat',
     ],
     refused: [
