@@ -13,7 +13,7 @@
  * - **The formatter leaves it unchanged** (tables padded as Biome pads them).
  */
 import { markdownTable } from '../config/index.js';
-import { VARIANT_KEYS } from '../core/variant.js';
+import { MAX_DECIMAL_PLACES, VARIANT_KEYS } from '../core/variant.js';
 import {
   type InvalidOptions,
   normalizeOptionsString,
@@ -24,7 +24,6 @@ import {
 } from './options.js';
 import {
   INFO_SEGMENT,
-  MAX_DECIMAL_PLACES,
   OPTION_EXAMPLE_PRESETS,
   OPTION_ROWS,
   type OptionRow,

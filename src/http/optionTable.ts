@@ -27,6 +27,7 @@ import {
   FORMATS,
   type Format,
   LOSSY_SAMPLE_RATE_CAP_HZ,
+  MAX_DECIMAL_PLACES,
   type PeaksFormat,
   type REQUEST_KEYS,
   type VARIANT_KEYS,
@@ -61,8 +62,6 @@ export const MAX_GAIN_DB = 100;
 export const MAX_EXP_S = 253_402_300_799;
 /** Time values above this lose millisecond exactness in a double (1e12 s × 1000 < 2^53). */
 export const MAX_SECONDS = 1e12;
-/** At most this many decimal places: millisecond precision, never rounded. */
-export const MAX_DECIMAL_PLACES = 3;
 
 /** loudnorm's documented input ranges, in target order (`norm:ebu:I:TP:LRA`). */
 export const NORM_RANGES: readonly (readonly [number, number])[] = [

@@ -30,7 +30,7 @@ import {
 import { NO_PRESETS, type OptionGrammar, parseOptions } from './options.js';
 import { OPTION_ROWS, PRESET_KEY } from './optionTable.js';
 
-const REQUEST_KEYS: ReadonlySet<string> = new Set(
+const PER_URL_KEYS: ReadonlySet<string> = new Set(
   OPTION_ROWS.filter((r) => r.kind === 'request').map((r) => r.key),
 );
 
@@ -47,7 +47,7 @@ function refusal(preset: PresetDefinition): string | undefined {
   for (const segment of segments) {
     const key = segment.slice(0, Math.max(0, segment.indexOf(':')));
     if (key === PRESET_KEY) return `${JSON.stringify(segment)}: presets do not nest`;
-    if (REQUEST_KEYS.has(key)) {
+    if (PER_URL_KEYS.has(key)) {
       return `${JSON.stringify(segment)} belongs to one URL, not to a stored preset`;
     }
   }
