@@ -4,7 +4,7 @@
  *   audio-proxy serve [--host IP] [--port N]    run with the AP_* environment (production)
  *   audio-proxy demo [--port N]                 run on 127.0.0.1:4000 over a generated library
  *   audio-proxy inspect [--inspector-port N] [--inspector-host IP]   the demo, streamed to a relay
- *   audio-proxy sign [--encoded] <path>         print the signed path (AP_KEY, AP_SALT)
+ *   audio-proxy sign [--encoded] <path>         print the signed path (the first AP_KEY/AP_SALT pair)
  *   audio-proxy --version | --help | <command> --help
  *
  * ## Invariants
@@ -140,6 +140,8 @@ The demo, with every actor streamed to a Stately inspector relay (docs/inspect.m
 
 Prints the signed path for "/<options>/<source>" using AP_KEY and AP_SALT, e.g.
   audio-proxy sign '/f:opus/t:0:30/plain/local://My Song é.flac'
+
+With several key/salt pairs (rotation), the first pair signs; every pair verifies.
 
 The path is text: spaces, non-ASCII and every character a URL path cannot carry are
 percent-encoded before signing (a "%" is a literal percent sign), and the printed path is what
@@ -389,6 +391,7 @@ function signCommand(path: string, encoded: boolean): void {
     );
   }
   const config = configOrExit(process.env);
+  // With several pairs (rotation), `key` and `salt` are the first: the one that signs.
   if (!config.key || !config.salt) {
     process.stderr.write('audio-proxy sign: AP_KEY and AP_SALT must both be set\n');
     process.exit(USAGE_EXIT_CODE);

@@ -50,6 +50,7 @@ import { type Config, type ConfigProvider, staticConfig } from './config/index.j
 import { createLiveView } from './debug/liveView.js';
 import { errorResponse } from './http/errors.js';
 import { createHandler } from './http/handler.js';
+import { optionGrammarOf } from './http/presets.js';
 import { TurnBudget } from './http/turns.js';
 import { inspectRedactions, openInspection } from './inspect.js';
 import { readinessMachine } from './machines/readiness.js';
@@ -108,6 +109,8 @@ function isProvider(c: Config | ConfigProvider): c is ConfigProvider {
 export async function createAudioProxy(options: AudioProxyOptions): Promise<AudioProxy> {
   const provider = isProvider(options.config) ? options.config : staticConfig(options.config);
   const boot = provider.get();
+  // The presets against the option grammar: a bad one is a ConfigError before anything is built.
+  optionGrammarOf(boot);
   // JSON unless the config says `pretty`: the library never sniffs its host's terminal.
   const logger = options.logger ?? createLogger(boot.logLevel, { format: boot.logFormat });
   const now = options.now ?? Date.now;

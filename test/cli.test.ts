@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config/index.js';
+import { sign } from '../src/http/signature.js';
 import { createAudioProxy } from '../src/proxy.js';
 import { makeFixtures } from './fixtures/audio.js';
 import { waitFor } from './integration/harness.js';
@@ -164,6 +165,19 @@ describe('serve', () => {
     }
   });
 
+  it('a preset the option grammar refuses is a configuration error: named, exit 2', async () => {
+    const r = await run(['serve'], {
+      AP_PORT: String(await freePort()),
+      AP_METRICS_PORT: String(await freePort()),
+      AP_PRESETS: 'ok=f:opus,typo=f:opus/brr:96',
+    });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(
+      'AP_PRESETS: the preset "typo" is not a valid option string: unknown option "brr:96"',
+    );
+    expect(r.stderr).not.toMatch(/^\s+at /m);
+  });
+
   it('an S3 variant store that fails its boot check is one line and exit 1', {
     timeout: 60_000,
   }, async () => {
@@ -282,5 +296,19 @@ describe('sign', () => {
     } finally {
       await proxy.close();
     }
+  });
+});
+
+describe('sign with several key/salt pairs (rotation)', () => {
+  it('signs with the first pair; unequal counts are refused as a configuration error', async () => {
+    const env = { AP_KEY: `${'a1'.repeat(32)},${'a2'.repeat(32)}`, AP_SALT: 'b1,b2' };
+    const path = '/f:mp3/plain/local://a.wav';
+    const r = await run(['sign', path], env);
+    expect(r.code, r.stderr).toBe(0);
+    const first = sign(path, Buffer.from('a1'.repeat(32), 'hex'), Buffer.from('b1', 'hex'));
+    expect(r.stdout).toBe(`/${first}${path}\n`);
+    const mismatched = await run(['sign', path], { ...env, AP_SALT: 'b1' });
+    expect(mismatched.code).toBe(2);
+    expect(mismatched.stderr).toContain('AP_SALT has 1 value and AP_KEY has 2');
   });
 });

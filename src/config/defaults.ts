@@ -71,6 +71,8 @@ export const MAX_CLUSTER_NAME_CHARS = 128;
 export const PROBE_CONCURRENCY_FACTOR = 4;
 /** Shortest HMAC-SHA256 key, in bytes; RFC 2104 asks for at least the hash length. */
 export const MIN_KEY_BYTES = 32;
+/** Longest preset name, in characters (`AP_PRESETS`; a URL names it in `pr:NAME`). */
+export const MAX_PRESET_NAME_CHARS = 64;
 /** Highest TCP port; Node's `listen` throws a bare RangeError past it, naming no variable. */
 export const MAX_PORT = 65_535;
 /** Longest timeout, in seconds: Node timers overflow past 2^31-1 ms, and deadlines add up to 3 s. */

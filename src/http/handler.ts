@@ -189,7 +189,7 @@ async function route(x: Exchange, ctx: StageContext, method: string): Promise<vo
   const rest = signatureStage(x, ctx, rawUrl);
   if (rest === ANSWERED) return;
   // 2. options (404 without a source marker: the route matched, so it is "Source not found")
-  const parsed = optionsStage(x, rest);
+  const parsed = optionsStage(x, rest, ctx);
   if (parsed === ANSWERED) return;
   const nowS = Math.floor(services.nowMs() / 1000);
   // 3. expiry

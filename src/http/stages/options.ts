@@ -5,7 +5,8 @@
  * offending segment in its canonical spelling.
  *
  * ## Invariants
- * - **The grammar is `options.ts`'s**; this stage only answers its refusals.
+ * - **The grammar is `options.ts`'s**, with the configuration's presets (`presets.ts`); this
+ *   stage only answers its refusals. Without a context (tests) there are no presets.
  *
  * ## Races
  * None: pure, then one answer.
@@ -13,15 +14,20 @@
  * ## Events
  * None.
  */
-import { ANSWERED, type Answered, type Exchange, fail } from '../exchange.js';
-import { parseRoute, type RouteResult } from '../options.js';
+import { ANSWERED, type Answered, type Exchange, fail, type StageContext } from '../exchange.js';
+import { NO_PRESETS, parseRoute, type RouteResult } from '../options.js';
+import { optionGrammarOf } from '../presets.js';
 
 /** A parsed route: `render` (options, expiry, normalised options) or `info`. */
 export type ParsedRoute = Extract<RouteResult, { ok: true }>;
 
 /** The parsed route, or `ANSWERED` (404, 422). */
-export function optionsStage(x: Exchange, rest: string): ParsedRoute | Answered {
-  const parsed = parseRoute(rest);
+export function optionsStage(
+  x: Exchange,
+  rest: string,
+  ctx?: StageContext,
+): ParsedRoute | Answered {
+  const parsed = parseRoute(rest, ctx ? optionGrammarOf(ctx.config) : NO_PRESETS);
   if (parsed.ok) return parsed;
   if (parsed.error === 'not_found') fail(x, { type: 'not_found' });
   else fail(x, { type: 'invalid_options', message: parsed.message });

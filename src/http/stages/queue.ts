@@ -24,7 +24,9 @@ import {
   sessionOf,
   sessions,
 } from '../exchange.js';
+import { optionGrammarOf } from '../presets.js';
 import { joinCredential, sessionSetCookie } from '../roomAccess.js';
+import { signatureConfigOf } from '../signature.js';
 
 const NO_SUCH_TICKET = { error: 'not_found', message: 'No such ticket' } as const;
 
@@ -43,8 +45,9 @@ export async function queueStage(
     // Only the operator's credential (a signed render path) takes a ticket: see roomAccess.ts.
     const credential = joinCredential(
       x.req.url ?? '',
-      { key: config.key, salt: config.salt, allowInsecure: config.allowInsecure },
+      signatureConfigOf(config),
       Math.floor(services.nowMs() / 1000),
+      optionGrammarOf(config),
     );
     if (!credential.ok) {
       fail(x, credential.failure);

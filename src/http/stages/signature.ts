@@ -6,6 +6,8 @@
  * ## Invariants
  * - **Nothing about the options or the source is looked at before the signature holds**, so an
  *   unsigned path learns nothing (the 401 is the same for every wrong signature).
+ * - **Every configured key/salt pair verifies** (rotation; `signature.ts` says how they are
+ *   compared), so a URL signed with a rotated-out pair keeps working until that pair is removed.
  *
  * ## Races
  * None: pure, then one answer.
@@ -14,7 +16,7 @@
  * None.
  */
 import { ANSWERED, type Answered, type Exchange, fail, type StageContext } from '../exchange.js';
-import { splitPath, verifySignature } from '../signature.js';
+import { signatureConfigOf, splitPath, verifySignature } from '../signature.js';
 
 /** The verified rest of the path, or `ANSWERED` (404 route, 401). */
 export function signatureStage(x: Exchange, ctx: StageContext, rawUrl: string): string | Answered {
@@ -24,8 +26,7 @@ export function signatureStage(x: Exchange, ctx: StageContext, rawUrl: string): 
     else fail(x, { type: 'invalid_signature' });
     return ANSWERED;
   }
-  const { key, salt, allowInsecure } = ctx.config;
-  const verdict = verifySignature(split.signature, split.rest, { key, salt, allowInsecure });
+  const verdict = verifySignature(split.signature, split.rest, signatureConfigOf(ctx.config));
   if (!verdict.ok) {
     fail(x, { type: 'invalid_signature' });
     return ANSWERED;
