@@ -8,7 +8,8 @@
  * ## Invariants
  * - **Fixed shape.** Baseline flags, the input protocol whitelist, input-side seek (`-ss`/`-t`
  *   before `-i`, so only the trimmed region is decoded and it starts at t=0),
- *   the input, `-vn -sn -dn`, the filter chain, `-ac`, codec arguments, the output bound, `-f <muxer> pipe:1`.
+ *   the input, `-vn -sn -dn`, the filter chain, `-ac`, codec arguments, the output bound, the
+ *   output's block writes (`OUTPUT_WRITES`), `-f <muxer> pipe:1`.
  *   The argv depends only on the options and the source (with its probe), never on the moment.
  * - **No URL byte becomes a flag.** The input is one argv element after `-i`; a local path is
  *   prefixed `file:` so a name such as `concat:a|b` or `https:x` stays a file name. Every flag
@@ -307,8 +308,26 @@ export const ARGV_FLAGS: Readonly<Record<string, 0 | 1>> = Object.freeze({
   '-sample_fmt': 1,
   '-movflags': 1,
   '-frag_duration': 1,
+  '-flush_packets': 1,
+  '-blocksize': 1,
   '-f': 1,
 });
+
+/**
+ * How ffmpeg writes to the pipe: in blocks of `OUTPUT_BLOCK_BYTES`, not one write per packet.
+ * By default (`flush_packets` auto) a muxer flushes after every packet: an mp3 at 128 kb/s is
+ * 2,299 writes of 418 bytes for 60 s, and every write wakes the worker thread that reads it.
+ * With these flags the same render is 59 writes, and the bytes still leave as they are encoded
+ * (16 KiB is 1 s of a 128 kb/s mp3, 4 s of a 32 kb/s opus; the tail is flushed at the end).
+ * `bench/cpu.ts` measures what this saves.
+ */
+export const OUTPUT_BLOCK_BYTES = 16 * 1024;
+const OUTPUT_WRITES: readonly string[] = [
+  '-flush_packets',
+  '0',
+  '-blocksize',
+  String(OUTPUT_BLOCK_BYTES),
+];
 
 /** The input protocol whitelist: `file` only, whatever the source was (see the header). */
 export function protocolWhitelist(input: Pick<ArgvInput, 'url' | 'kind'>): string {
@@ -360,6 +379,7 @@ export function buildRenderArgv(options: RenderOptions, input: ArgvInput): strin
     ...channels,
     ...codecArgs(format, options, input, chainHz),
     ...outputBound(input),
+    ...OUTPUT_WRITES,
     '-f',
     MUXERS[format],
     'pipe:1',
