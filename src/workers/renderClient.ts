@@ -137,6 +137,8 @@ class TaskClient<O extends { type: string }> implements TaskHandle {
       argv: [...spec.argv],
       timeoutMs: spec.timeoutMs,
       ...(spec.maxBytes !== undefined ? { maxBytes: spec.maxBytes } : {}),
+      ...(spec.exactBytes !== undefined ? { exactBytes: spec.exactBytes } : {}),
+      ...(spec.prefix !== undefined ? { prefix: spec.prefix } : {}),
       ...(spec.nice !== undefined ? { nice: spec.nice } : {}),
       ...(inputFd !== undefined ? { inputFd } : {}),
       ...(spec.peaks !== undefined ? { peaks: spec.peaks } : {}),

@@ -367,6 +367,7 @@ class RenderRun extends ProcessRun<RenderOutcome> {
   readonly #batchBytes: number;
   readonly #flushMs: number;
   readonly #maxBytes: number;
+  readonly #exactBytes: number | undefined;
   #pending: Buffer[] = [];
   #headOffset = 0;
   #pendingBytes = 0;
@@ -383,6 +384,14 @@ class RenderRun extends ProcessRun<RenderOutcome> {
     this.#batchBytes = task.batchBytes ?? BATCH_BYTES;
     this.#flushMs = task.flushMs ?? FLUSH_MS;
     this.#maxBytes = task.maxBytes ?? Number.POSITIVE_INFINITY;
+    this.#exactBytes = task.exactBytes;
+    if (task.prefix !== undefined && task.prefix.length > 0) {
+      // The proxy's own header (an exact WAV's): the output's first bytes, counted like ffmpeg's.
+      const prefix = Buffer.from(task.prefix.buffer, task.prefix.byteOffset, task.prefix.length);
+      this.#pending.push(prefix);
+      this.#pendingBytes += prefix.length;
+      this.#readBytes += prefix.length;
+    }
   }
 
   protected onStdout(chunk: Buffer): void {
@@ -391,6 +400,13 @@ class RenderRun extends ProcessRun<RenderOutcome> {
       this.halt({
         class: 'render_failed',
         detail: `render output exceeded the ${this.#maxBytes}-byte retention cap (AP_MAX_VARIANT_BYTES)`,
+      });
+      return;
+    }
+    if (this.#exactBytes !== undefined && this.#readBytes > this.#exactBytes) {
+      this.halt({
+        class: 'render_failed',
+        detail: `render output exceeded its announced length of ${this.#exactBytes} bytes`,
       });
       return;
     }
@@ -429,6 +445,17 @@ class RenderRun extends ProcessRun<RenderOutcome> {
   protected outcome(): RenderOutcome {
     const { status } = this.exitInfo;
     if (this.stop === null && status === 0) {
+      if (this.#exactBytes !== undefined && this.#sentBytes !== this.#exactBytes) {
+        // Short of the announced length: never a clean end a listener or the store could keep.
+        return {
+          type: 'error',
+          class: 'render_failed',
+          exitStatus: 0,
+          stderrTail: this.stderrTail,
+          bytes: this.#sentBytes,
+          detail: `render output ended at ${this.#sentBytes} of its announced ${this.#exactBytes} bytes`,
+        };
+      }
       return { type: 'done', exitStatus: 0, bytes: this.#sentBytes, stderrTail: this.stderrTail };
     }
     return this.failure(this.#sentBytes);
