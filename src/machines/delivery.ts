@@ -310,9 +310,7 @@ export const deliveryMachine = setup({
     },
     /** In `streaming`: this chunk reaches a range's last byte. */
     reachesEnd: ({ context, event }) =>
-      context.window !== null &&
-      context.window.partial &&
-      prospect(context, event).arrived > context.window.end,
+      context.window?.partial === true && prospect(context, event).arrived > context.window.end,
     /** `done` before the head, short of a length known before the render: a failed render. */
     shortOfTotal: ({ context }) => context.total !== null && context.position < context.total,
     /** `done` with no head sent, and the range lies past the stream's end: 416. */

@@ -223,3 +223,83 @@ describe('exact lengths and ranges on a MISS', () => {
     return keyOf((await get(h.url, path, { method: 'HEAD' })).headers.etag);
   }
 });
+
+describe('ranges on a render in progress (ffmpeg at real time)', () => {
+  let h: Harness;
+  let root: string;
+  beforeAll(async () => {
+    root = await mkdtemp(join(tmpdir(), 'ap-itest-range-re-'));
+    // `-re` reads the input at its own pace: a 3 s source renders in 3 s, so "not rendered yet"
+    // is a fact of the clock, not of the machine's load.
+    h = await startHarness(
+      { AP_VARIANT_STORE: `file://${root}`, AP_SERVE_MODE: 'proxy' },
+      { ffmpegArgs: ['-re'] },
+    );
+  }, 60_000);
+  afterAll(async () => {
+    await h?.close();
+    if (root) await rm(root, { recursive: true, force: true });
+  });
+
+  it('a range already rendered comes at once, one beyond waits and then arrives; one render', async () => {
+    const path = fresh('f:wav', 'stereo.wav');
+    const total = 44 + 3 * 44_100 * 4;
+    const spawned = (await h.spawns()).length;
+    const t0 = performance.now();
+    let firstHead = 0;
+    let firstTail = 0;
+    const head = get(h.url, path, {
+      headers: { range: 'bytes=0-999' },
+      onFirstByte: () => {
+        firstHead = performance.now() - t0;
+      },
+    });
+    // Joins the render the first request started (the same key), for its last kilobyte.
+    await new Promise((r) => setTimeout(r, 100));
+    const tail = get(h.url, path, {
+      headers: { range: `bytes=${total - 1000}-${total - 1}` },
+      onFirstByte: () => {
+        firstTail = performance.now() - t0;
+      },
+    });
+    const [a, b] = await Promise.all([head, tail]);
+    expectRange(a, 0, 999, total);
+    expectRange(b, total - 1000, total - 1, total);
+    // The first kilobyte is rendered at once; the last one only when the render (3 s of audio at
+    // real time) reaches it. The gap is the render's clock, whatever the machine's load adds.
+    expect(firstTail - firstHead).toBeGreaterThan(1_500);
+    expect((await h.spawns()).length).toBe(spawned + 1);
+    const hit = await hitOf(h, path, a.headers.etag);
+    expect(hit.length).toBe(total);
+    expect(a.body.equals(hit.subarray(0, 1000))).toBe(true);
+    expect(b.body.equals(hit.subarray(total - 1000))).toBe(true);
+  }, 30_000);
+
+  it('COALESCED joins of an mp3 render (total unknown): closed and suffix ranges, one render', async () => {
+    const path = fresh('f:mp3/t:0:2', 'stereo.wav');
+    const spawned = (await h.spawns()).length;
+    let started!: () => void;
+    const firstByte = new Promise<void>((r) => {
+      started = r;
+    });
+    const whole = get(h.url, path, { onFirstByte: () => started() });
+    await firstByte;
+    const [closed, suffix] = await Promise.all([
+      get(h.url, path, { headers: { range: 'bytes=100-599' } }),
+      get(h.url, path, { headers: { range: 'bytes=-250' } }),
+    ]);
+    const miss = await whole;
+    expect(miss.status).toBe(200);
+    expect(miss.headers['x-audio-proxy']).toBe('MISS');
+    expect(closed.headers['x-audio-proxy']).toBe('COALESCED');
+    expect(suffix.headers['x-audio-proxy']).toBe('COALESCED');
+    expectRange(closed, 100, 599, '*');
+    const n = miss.body.length;
+    expectRange(suffix, n - 250, n - 1, n);
+    expect((await h.spawns()).length).toBe(spawned + 1);
+    const hit = await hitOf(h, path, miss.headers.etag);
+    expect(hit.equals(miss.body)).toBe(true);
+    expect(closed.body.equals(hit.subarray(100, 600))).toBe(true);
+    expect(suffix.body.equals(hit.subarray(n - 250))).toBe(true);
+  }, 30_000);
+});
