@@ -9,7 +9,8 @@
  *   child inherits as fd 3); the proxy opens the source at submission through `openInput`. A
  *   source with no opener is refused with a `TypeError`, before any slot is asked for.
  * - **An exact WAV is sized before it runs** (`exactWavLayout`): the proxy's header goes first,
- *   and the worker fails a render whose output is not exactly the announced length.
+ *   and the worker fails a render whose output is not exactly the announced length. A flac of a
+ *   known sample count carries it in its STREAMINFO from the first byte (`flacTotalSamples`).
  * - **Peaks decode at the probed rate**, or at `PEAKS_FALLBACK_RATE_HZ` when the probe named
  *   none; the frame budget comes from the probed duration (0 when unknown).
  */
@@ -19,6 +20,7 @@ import type { RenderWorkerInput } from '../core/worker.js';
 import {
   buildPeaksDecodeArgv,
   buildRenderArgv,
+  exactSamples,
   exactWavLayout,
   FD_INPUT_PATH,
 } from '../workers/argv.js';
@@ -71,7 +73,12 @@ export function renderInputFor(
   };
   if (options.format !== 'peaks') {
     const exact = exactWavLayout(options, input);
-    const sized = exact ? { prefix: wavHeader(exact), exactBytes: exact.totalBytes } : {};
+    const samples = options.format === 'flac' ? exactSamples(options, input)?.samples : undefined;
+    const sized = exact
+      ? { prefix: wavHeader(exact), exactBytes: exact.totalBytes }
+      : samples !== undefined
+        ? { flacTotalSamples: samples }
+        : {};
     return {
       spec: { ...spec, ...sized, argv: buildRenderArgv(options, input) },
       pool,

@@ -379,12 +379,13 @@ export function buildRenderArgv(options: RenderOptions, input: ArgvInput): strin
     sourceChannels(input),
     channels.length === 0 ? undefined : Number(channels[1]),
   );
-  const exact = exactWavLayout(options, input);
-  // An exact WAV is cut or padded to its sample count, and written raw behind the proxy's header.
+  // A lossless render of a known length is cut or padded to its exact sample count; an exact
+  // WAV is written raw, behind the proxy's header (`wavHeader.ts`).
+  const exact = exactSamples(options, input);
   const tail = exact
     ? [`apad=whole_len=${exact.samples}`, `atrim=end_sample=${exact.samples}`]
     : trimPad(options, chainHz);
-  const muxer = exact
+  const muxer = exactWavLayout(options, input)
     ? RAW_PCM_MUXERS[encoder(format, options, input) as keyof typeof RAW_PCM_MUXERS]
     : MUXERS[format];
   return [
@@ -400,25 +401,26 @@ export function buildRenderArgv(options: RenderOptions, input: ArgvInput): strin
 }
 
 /**
- * The exact layout of a `f:wav` render of `input`, or undefined when its length cannot be known
- * before the render (no probed rate, channel count or duration, or past RIFF's 4 GiB). The
- * sample count is the trimmed window (`t:`, past the source's end the trim pad's silence) at the
- * output rate, bounded by `maxDurationS`; `buildRenderArgv` pads or cuts the PCM to exactly it,
- * so the count is true by construction even where the probe's duration is an estimate.
+ * The exact sample count of a lossless render (`f:wav`, `f:flac`) of `input`, with the rate and
+ * channel count it is coded at, or undefined when it cannot be known before the render (no
+ * probed rate, channel count or duration). The count is the trimmed window (`t:`; past the
+ * source's end, the trim pad's silence) at the output rate, bounded by `maxDurationS`;
+ * `buildRenderArgv` pads or cuts the PCM to exactly it, so it is true by construction even
+ * where the probe's duration is an estimate (a VBR mp3 source): at most the last few
+ * milliseconds are cut, or padded with silence.
  */
-export function exactWavLayout(
+export function exactSamples(
   options: RenderOptions,
   input: ArgvInput,
-): ExactWavLayout | undefined {
-  if (options.format !== 'wav') return undefined;
+): { readonly sampleRate: number; readonly channels: number; readonly samples: number } | undefined {
+  const format = options.format;
+  if (format !== 'wav' && format !== 'flac') return undefined;
   const duration = input.duration;
   if (duration === undefined || !Number.isFinite(duration) || duration < 0) return undefined;
-  const sampleRate = resampleRate('wav', options, input) ?? sourceRate(input);
-  const pinned = channelArgs('wav', options, input);
+  const sampleRate = resampleRate(format, options, input) ?? sourceRate(input);
+  const pinned = channelArgs(format, options, input);
   const channels = pinned.length === 0 ? sourceChannels(input) : Number(pinned[1]);
   if (sampleRate === undefined || channels === undefined) return undefined;
-  const codec = encoder('wav', options, input) as keyof typeof RAW_PCM_MUXERS;
-  const bits = codec === 'pcm_s16le' ? 16 : codec === 'pcm_s24le' ? 24 : 32;
   const trim = options.trim;
   let seconds = trim
     ? Math.max(0, Math.min(trim.duration ?? Number.POSITIVE_INFINITY, duration - trim.start))
@@ -433,14 +435,28 @@ export function exactWavLayout(
     samples = Math.max(samples, floor);
   }
   if (samples < 1) return undefined;
-  const dataBytes = samples * channels * (bits / 8);
+  return { sampleRate, channels, samples };
+}
+
+/**
+ * The exact layout of a `f:wav` render of `input` (`exactSamples`, behind the proxy's header),
+ * or undefined when its length cannot be known before the render, or is past RIFF's 4 GiB.
+ */
+export function exactWavLayout(
+  options: RenderOptions,
+  input: ArgvInput,
+): ExactWavLayout | undefined {
+  if (options.format !== 'wav') return undefined;
+  const exact = exactSamples(options, input);
+  if (exact === undefined) return undefined;
+  const codec = encoder('wav', options, input) as keyof typeof RAW_PCM_MUXERS;
+  const bits = codec === 'pcm_s16le' ? 16 : codec === 'pcm_s24le' ? 24 : 32;
+  const dataBytes = exact.samples * exact.channels * (bits / 8);
   if (dataBytes > RIFF_MAX_DATA_BYTES) return undefined;
   return {
-    sampleRate,
-    channels,
+    ...exact,
     bits,
     float: codec === 'pcm_f32le',
-    samples,
     totalBytes: WAV_HEADER_BYTES + dataBytes,
   };
 }

@@ -139,6 +139,7 @@ class TaskClient<O extends { type: string }> implements TaskHandle {
       ...(spec.maxBytes !== undefined ? { maxBytes: spec.maxBytes } : {}),
       ...(spec.exactBytes !== undefined ? { exactBytes: spec.exactBytes } : {}),
       ...(spec.prefix !== undefined ? { prefix: spec.prefix } : {}),
+      ...(spec.flacTotalSamples !== undefined ? { flacTotalSamples: spec.flacTotalSamples } : {}),
       ...(spec.nice !== undefined ? { nice: spec.nice } : {}),
       ...(inputFd !== undefined ? { inputFd } : {}),
       ...(spec.peaks !== undefined ? { peaks: spec.peaks } : {}),

@@ -147,6 +147,53 @@ describe('exact lengths and ranges on a MISS', () => {
     );
   }, 120_000);
 
+  it('a flac MISS carries its exact sample count from the first byte, as the stored one does', async () => {
+    const ffprobe = resolveFfprobe({ env: process.env }).path;
+    const ffmpeg = resolveFfmpeg({ env: process.env }).path;
+    // [source, options, source duration s, output rate]
+    const cases: [string, string, number, number][] = [
+      ['stereo.wav', 'f:flac', 3, 44_100],
+      ['stereo.wav', 'f:flac/t:0.25:1.5/sr:22050', 3, 22_050],
+      ['mono.mp3', 'f:flac/t:1.5', 2, 44_100],
+      ['tiny.flac', 'f:flac/t:0.2:5/bd:16', 1, 48_000],
+    ];
+    for (const [source, options, seconds, rate] of cases) {
+      const path = fresh(options, source);
+      const miss = await get(h.url, path);
+      expect(miss.status).toBe(200);
+      const hit = await hitOf(h, path, miss.headers.etag);
+      expect(hit.equals(miss.body), options).toBe(true);
+      const trim = /t:([\d.]+)(?::([\d.]+))?/.exec(options);
+      const start = trim ? Number(trim[1]) : 0;
+      const window = Math.min(trim?.[2] ? Number(trim[2]) : Infinity, seconds - start);
+      const expected = Math.round(window * rate);
+      const file = join(root, `probe-${cbSeq}.flac`);
+      await writeFile(file, hit);
+      const probed = JSON.parse(
+        execFileSync(ffprobe, [
+          ...[
+            '-v',
+            'error',
+            '-show_entries',
+            'stream=duration_ts,sample_rate',
+            '-of',
+            'json',
+            file,
+          ],
+        ]).toString(),
+      ) as { streams: { duration_ts?: number; sample_rate: string }[] };
+      const decoded = execFileSync(ffmpeg, [
+        ...['-v', 'error', '-i', file, '-f', 's16le', '-ac', '1', 'pipe:1'],
+      ]);
+      await rm(file);
+      // The header says the count (mp3 sources: their probed duration is an estimate, and the
+      // render is cut or padded to it), and decoding yields exactly that many samples.
+      if (source !== 'mono.mp3') expect(probed.streams[0]!.duration_ts, options).toBe(expected);
+      expect(Number(probed.streams[0]!.sample_rate)).toBe(rate);
+      expect(decoded.length / 2, options).toBe(probed.streams[0]!.duration_ts);
+    }
+  }, 60_000);
+
   it('an exact WAV answers a range on its MISS like its HIT, and a 416 before any render', async () => {
     const path = fresh('f:wav/t:0.5:2', 'stereo.wav');
     const total = 44 + Math.round(2 * 44_100) * 4;
