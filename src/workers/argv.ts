@@ -412,7 +412,9 @@ export function buildRenderArgv(options: RenderOptions, input: ArgvInput): strin
 export function exactSamples(
   options: RenderOptions,
   input: ArgvInput,
-): { readonly sampleRate: number; readonly channels: number; readonly samples: number } | undefined {
+):
+  | { readonly sampleRate: number; readonly channels: number; readonly samples: number }
+  | undefined {
   const format = options.format;
   if (format !== 'wav' && format !== 'flac') return undefined;
   const duration = input.duration;
