@@ -40,7 +40,8 @@
  *   failure is `tearDown` (no terminating chunk: the client sees a torn stream). Before it, a
  *   failure is one `refuse`, `refuseRange` or `shuttingDown`.
  * - **Only the window's bytes are written**, each once, in order; a response that announced a
- *   length ends only when exactly that many were written.
+ *   length ends only when exactly that many were written, and a stream that runs past a total
+ *   known before the render (a join whose render was sized otherwise) is refused or torn down.
  * - **The consumer deadline** (`consumerDeadline`: `AP_RENDER_TIMEOUT` + `CONSUMER_SLACK_MS`)
  *   restarts on every coordinator message and on each phase change. It answers 429 (via
  *   `refusing`) before the slot was granted, 504 after, and tears the stream down once the 200 is
@@ -197,6 +198,7 @@ export const DELIVERY_FAULT: RenderFailure = Object.freeze({
 const NO_OUTPUT = 'no output before the consumer deadline';
 const SILENT = 'stream went silent';
 const SHORT = 'the render ended before the announced end of the response';
+const OVERRUN = 'the render ran past its announced length';
 
 /** Keeps at least the last `length` bytes of the stream in `tail` (whole chunks, oldest first). */
 function keepTail(tail: Buffer[], data: Buffer, length: number): void {
@@ -311,6 +313,9 @@ export const deliveryMachine = setup({
     /** In `streaming`: this chunk reaches a range's last byte. */
     reachesEnd: ({ context, event }) =>
       context.window?.partial === true && prospect(context, event).arrived > context.window.end,
+    /** The stream runs past a total known before the render: it is not what was announced. */
+    overrunsTotal: ({ context, event }) =>
+      context.total !== null && prospect(context, event).arrived > context.total,
     /** `done` before the head, short of a length known before the render: a failed render. */
     shortOfTotal: ({ context }) => context.total !== null && context.position < context.total,
     /** `done` with no head sent, and the range lies past the stream's end: 416. */
@@ -334,6 +339,9 @@ export const deliveryMachine = setup({
     /** The render ended short of what the head announced: a render failure, not a timeout. */
     recordShort: assign({
       failure: () => ({ class: 'render_failed' as const, detail: SHORT }),
+    }),
+    recordOverrun: assign({
+      failure: () => ({ class: 'render_failed' as const, detail: OVERRUN }),
     }),
     recordTimeout: assign({
       failure: (_, params: { detail: string }) => ({ class: 'timeout', detail: params.detail }),
@@ -457,6 +465,11 @@ export const deliveryMachine = setup({
       on: {
         subscribed: [
           {
+            guard: 'overrunsTotal',
+            target: 'failed',
+            actions: ['recordCache', 'leave', 'recordOverrun', 'refuse'],
+          },
+          {
             guard: 'completesWindow',
             target: 'done',
             actions: ['recordCache', 'decide', 'startStreaming', 'write', 'end', 'leave'],
@@ -477,6 +490,11 @@ export const deliveryMachine = setup({
         rendering: { target: 'rendering' },
         chunk: [
           { guard: 'emptyChunk', target: 'waiting', reenter: true },
+          {
+            guard: 'overrunsTotal',
+            target: 'failed',
+            actions: ['leave', 'recordOverrun', 'refuse'],
+          },
           {
             guard: 'completesWindow',
             target: 'done',
@@ -511,6 +529,11 @@ export const deliveryMachine = setup({
         rendering: { target: 'rendering', reenter: true },
         chunk: [
           { guard: 'emptyChunk', target: 'rendering', reenter: true },
+          {
+            guard: 'overrunsTotal',
+            target: 'failed',
+            actions: ['leave', 'recordOverrun', 'refuse'],
+          },
           {
             guard: 'completesWindow',
             target: 'done',
@@ -549,6 +572,11 @@ export const deliveryMachine = setup({
         chunk: [
           { guard: 'emptyChunk', target: 'seeking', reenter: true },
           {
+            guard: 'overrunsTotal',
+            target: 'failed',
+            actions: ['leave', 'recordOverrun', 'refuse'],
+          },
+          {
             guard: 'completesWindow',
             target: 'done',
             actions: ['decide', 'startStreaming', 'write', 'end', 'leave'],
@@ -582,6 +610,11 @@ export const deliveryMachine = setup({
         rendering: { target: 'streaming', reenter: true },
         chunk: [
           { guard: 'emptyChunk', target: 'streaming', reenter: true },
+          {
+            guard: 'overrunsTotal',
+            target: 'failed',
+            actions: ['leave', 'recordOverrun', 'tearDown'],
+          },
           { guard: 'reachesEnd', target: 'done', actions: ['write', 'end', 'leave'] },
           { target: 'streaming', reenter: true, actions: 'write' },
         ],

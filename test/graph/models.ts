@@ -760,6 +760,7 @@ const DELIVERY_RANGES: readonly DeliveryRangeCase[] = [
   { label: 'range -0', range: { type: 'none' } },
   { label: 'range 1-, 6 bytes known', range: { type: 'from', first: 1 }, totalBytes: 6 },
   { label: 'no range, 6 bytes known', range: { type: 'full' }, totalBytes: 6 },
+  { label: 'no range, 1 byte known', range: { type: 'full' }, totalBytes: 1 },
 ];
 
 // ---------------------------------------------------------------------------------------------

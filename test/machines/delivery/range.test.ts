@@ -209,4 +209,31 @@ describe('delivery chart: ranges while rendering', () => {
     expect(emitted.map((e) => e.type)).toEqual(['refuse']);
     expect(actor.getSnapshot().value).toBe('failed');
   });
+
+  it('a stream that runs past a total known before the render is never ended clean', () => {
+    const drive = (range: DeliveryRange, chunks: number[]) => {
+      const emitted: DeliveryEmitted[] = [];
+      const actor = createActor(deliveryMachine, {
+        input: { key: 'k', deadlineMs: 5_000, totalBytes: 10, range },
+      });
+      actor.on('*', (e) => emitted.push(e as DeliveryEmitted));
+      actor.start();
+      actor.send({ type: 'subscribed', cache: 'MISS', started: true, backlog: Buffer.alloc(0) });
+      for (const n of chunks) {
+        if (actor.getSnapshot().status === 'active') {
+          actor.send({ type: 'chunk', data: Buffer.alloc(n) });
+        }
+      }
+      expect(actor.getSnapshot().value).toBe('failed');
+      return emitted.map((e) => e.type);
+    };
+    // After the head: a torn stream, whether the overrun comes mid-way or after the last byte.
+    for (const split of [2, 10]) {
+      const types = drive({ type: 'full' }, [split, 12 - split]);
+      expect(types).not.toContain('end');
+      expect(types.slice(-2)).toEqual(['leave', 'tearDown']);
+    }
+    // Before the head (the window's first byte is in the overrunning chunk): an error answer.
+    expect(drive({ type: 'from', first: 8 }, [12])).toEqual(['leave', 'refuse']);
+  });
 });
