@@ -12,6 +12,10 @@
  * - **Messages before the subscribe answer are held** and replayed after the answer's backlog:
  *   no gap and no reordering at the seam.
  * - **A coordinator left before the subscribe call answered is unsubscribed when it answers.**
+ * - **A `Range` is the chart's to answer** (`machines/delivery.ts`: the window, 206/416); only a
+ *   416 against a length known before the render (an exact WAV, `exactLengthOf`) is answered
+ *   here, before subscribing, so it starts no render and takes no slot. The head's status and
+ *   `Content-Length`/`Content-Range`/`Accept-Ranges` come from what the chart emits.
  * - **Telemetry once per request** (`audio_proxy.render.stop` or `.exception`), from the chart's
  *   output, when the actor ends; except that a chart ending `ok` has only *ended* the response,
  *   so its event waits for the response's `close`: `ok` (delivered) if the response finished,
