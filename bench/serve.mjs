@@ -7,6 +7,7 @@
  * variant store in STORE, 2 render slots, on 127.0.0.1 at a free port, and prints
  * `LISTENING <url>`. With PROFILE, SIGUSR2 starts V8's sampling profiler on the main thread
  * (prints `PROFILING`) and SIGTERM writes the profile there. SIGTERM closes the proxy and exits.
+ * A line `cpu` on stdin is answered `CPU <µs>`: the process's own CPU (`process.cpuUsage()`).
  */
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
@@ -39,6 +40,15 @@ process.on('SIGUSR2', () => {
   })();
 });
 process.stdout.write(`LISTENING ${url}\n`);
+// `cpu` on stdin: this process's CPU so far (all threads, live and exited), in microseconds.
+process.stdin.setEncoding('utf8');
+process.stdin.on('data', (text) => {
+  for (const line of text.split('\n')) {
+    if (line.trim() !== 'cpu') continue;
+    const { user, system } = process.cpuUsage();
+    process.stdout.write(`CPU ${user + system}\n`);
+  }
+});
 process.once('SIGTERM', () => {
   void (async () => {
     if (session && profileTo) {
