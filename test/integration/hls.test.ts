@@ -41,6 +41,7 @@ async function makeSources(dir: string): Promise<void> {
     code('src.m4a', ['-c:a', 'aac', '-b:a', '128k']),
     code('src.opus', ['-c:a', 'libopus', '-b:a', '96k']),
   ]);
+  // src.wav stays: the lossless source of the lossy-segment measurement.
 }
 
 /** Decodes one self-contained file (a segment or a whole render) to mono f32 samples. */
@@ -191,6 +192,25 @@ describe('f:hls', () => {
       }
     }, 60_000);
   }
+
+  it('aac and opus segments play, but each adds its encoder delay (why flac is the default)', async () => {
+    // The measurement behind the default: joined, lossy segments outlast the continuous render
+    // by the encoder's priming at every segment (AAC 1024+, Opus 312+ samples), an audible gap.
+    for (const codec of ['aac', 'opus'] as const) {
+      const path = `/insecure/f:hls/hls_c:${codec}/hls_len:${SEGMENT_S}/t:0:4/plain/local://src.wav`;
+      const playlist = parsePlaylist((await get(h.url, path)).body.toString('utf8'));
+      expect(playlist.segments.length).toBe(2);
+      const parts = await Promise.all(
+        playlist.segments.map(async (s) =>
+          decode((await get(h.url, resolvePath(s.uri, path))).body),
+        ),
+      );
+      const rate = codec === 'opus' ? 48_000 : 44_100;
+      const extra = parts.reduce((n, p) => n + p.length, 0) - 4 * rate;
+      console.log(`hls_c:${codec}: joined segments are ${extra} samples longer than 4 s`);
+      expect(extra).toBeGreaterThanOrEqual(2 * (codec === 'opus' ? 312 : 1024));
+    }
+  }, 30_000);
 
   it('signs its parts with the current key and keeps the exp in every one', async () => {
     const exp = 4_000_000_000;
