@@ -11,7 +11,7 @@ import {
   segmentDurations,
   writePlaylist,
 } from '../../src/http/hls.js';
-import { parseOptions } from '../../src/http/options.js';
+import { normalizeOptions, parseOptions } from '../../src/http/options.js';
 import { MAX_HLS_SEGMENTS } from '../../src/http/optionTable.js';
 import { sign, verifySignature } from '../../src/http/signature.js';
 import { ARGV_FLAGS, buildRenderArgv, HLS_PREROLL_S } from '../../src/workers/argv.js';
@@ -107,6 +107,23 @@ describe('writePlaylist', () => {
   it(`refuses to list more than ${MAX_HLS_SEGMENTS} segments`, () => {
     const i = input('f:hls/hls_len:1', { durationS: MAX_HLS_SEGMENTS + 1 });
     expect(() => writePlaylist(i)).toThrow(PlaylistTooLong);
+  });
+});
+
+describe('hls options', () => {
+  it('under AP_ONLY_PRESETS a preset playlist’s parts parse (hls_seg is the one other key)', () => {
+    const grammar = { presets: new Map([['long', ['f:hls', 'hls_len:4']]]), onlyPresets: true };
+    const part = parseOptions('pr:long/hls_seg:3/exp:4000000000', grammar);
+    expect(part.ok && part.options).toMatchObject({ format: 'hls', hlsSegmentS: 4, hlsPart: 3 });
+    const other = parseOptions('pr:long/hls_len:2', grammar);
+    expect(!other.ok && other.reason).toBe('only_presets');
+  });
+  it('a part is its own variant: the canonical string names it, defaults materialised', () => {
+    const parsed = parseOptions('hls_seg:7/f:hls/t:5');
+    expect(parsed.ok).toBe(true);
+    if (parsed.ok) {
+      expect(normalizeOptions(parsed.options)).toBe('f:hls/hls_c:flac/hls_len:6/hls_seg:7/t:5');
+    }
   });
 });
 
