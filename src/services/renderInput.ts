@@ -14,7 +14,12 @@
 import type { Config } from '../config/index.js';
 import type { RenderRequest } from '../core/request.js';
 import type { RenderWorkerInput } from '../core/worker.js';
-import { buildPeaksDecodeArgv, buildRenderArgv, FD_INPUT_PATH } from '../workers/argv.js';
+import {
+  buildPeaksDecodeArgv,
+  buildRenderArgv,
+  FD_INPUT_PATH,
+  hlsDecodeTimeShiftS,
+} from '../workers/argv.js';
 import { peaksFrameBudget } from '../workers/peaks.js';
 import type { WorkerPool } from '../workers/pool.js';
 
@@ -48,7 +53,16 @@ export function renderInputFor(
     openInput: open,
   };
   if (options.format !== 'peaks') {
-    return { spec: { ...spec, argv: buildRenderArgv(options, input) }, pool, source: label };
+    const shift = hlsDecodeTimeShiftS(options);
+    return {
+      spec: {
+        ...spec,
+        argv: buildRenderArgv(options, input),
+        ...(shift === undefined ? {} : { decodeTimeShiftS: shift }),
+      },
+      pool,
+      source: label,
+    };
   }
   // Peaks: ffmpeg decodes to PCM at the source's rate; the worker reduces it to one chunk.
   const sampleRate = media?.sampleRate ?? PEAKS_FALLBACK_RATE_HZ;

@@ -440,6 +440,16 @@ function buildHlsPartArgv(options: RenderOptions, input: ArgvInput): string[] {
   ];
 }
 
+/**
+ * Where an `f:hls` segment's media sits on the playlist's timeline, in seconds from the trim's
+ * start (what its fragments' decode times are moved by); undefined for anything else.
+ */
+export function hlsDecodeTimeShiftS(options: RenderOptions): number | undefined {
+  const part = options.hlsPart;
+  if (options.format !== 'hls' || typeof part !== 'number') return undefined;
+  return part * (options.hlsSegmentS ?? DEFAULT_HLS_SEGMENT_S);
+}
+
 /** Where part `part` reads (seek and length, pre-roll included) and the window it keeps. */
 function hlsWindow(
   options: RenderOptions,

@@ -63,6 +63,9 @@ async function decode(bytes: Buffer): Promise<Float32Array> {
   return new Float32Array(pcm.buffer, pcm.byteOffset, pcm.length / 4);
 }
 
+/** The flac segments' rate: the source's (Opus decodes at 48 kHz). */
+const rateOf = (source: string) => (source === 'src.opus' ? 48_000 : 44_100);
+
 interface Playlist {
   readonly lines: readonly string[];
   readonly map: string;
@@ -135,6 +138,11 @@ describe('f:hls', () => {
         expect(seg.headers['x-audio-proxy']).toBe('MISS');
         // Every segment opens with exactly the shared init section.
         expect(seg.body.subarray(0, init.body.length).equals(init.body)).toBe(true);
+        // Its first fragment's decode time is where the playlist places it (flac: the rate).
+        const tfdt = seg.body.indexOf('tfdt', init.body.length, 'latin1');
+        expect(seg.body[tfdt + 4]).toBe(1); // version 1: a 64-bit time
+        const placed = Number(seg.body.readBigUInt64BE(tfdt + 8));
+        expect(placed).toBe(playlist.segments.indexOf(s) * SEGMENT_S * rateOf(source));
         parts.push(seg.body);
       }
       const continuous = await get(h.url, `/insecure/f:flac/plain/local://${source}`);
@@ -150,7 +158,7 @@ describe('f:hls', () => {
         boundaries.push(at);
       }
       boundaries.pop();
-      const rate = source === 'src.opus' ? 48_000 : 44_100; // Opus decodes at 48 kHz
+      const rate = rateOf(source);
       // Total duration within one codec frame (flac: 4608 samples at 44.1 kHz).
       expect(Math.abs(joined.length - whole.length)).toBeLessThanOrEqual(4608);
       let largestStep = 0;
