@@ -15,6 +15,10 @@
  * URL spells itself wins over every preset wherever it stands. `AP_ONLY_PRESETS` refuses every
  * variant option a URL spells itself and requires a preset.
  *
+ * `f:hls` (docs/hls.md) materialises `hls_c` and `hls_len` like `f:peaks` its keys; its `br`, `q`,
+ * `bd` and `sr` follow the segment codec's rules (`HLS_SEGMENT_FORMATS`), and `hls_seg` names one
+ * part of its playlist (the one key besides `exp` that `AP_ONLY_PRESETS` lets a URL spell).
+ *
  * ## Invariants
  * - **Refused, never repaired.** Every malformed or conflicting segment is a 422 naming it; values
  *   are never rounded, clamped or last-write-wins. A key appears once among the URL's own segments
@@ -428,7 +432,7 @@ function applyValue(key: OptionKey, value: string, draft: Draft): OptionErrorRea
         draft.hlsPart = HLS_INIT_PART;
         return undefined;
       }
-      // An index from 0: `boundedInteger` starts at 1, so shift by one and back.
+      // An index from 0 (`boundedInteger` starts at 1), without leading zeros: one spelling.
       if (!INTEGER.test(value)) return 'invalid_integer';
       if (value.length > 1 && value.startsWith('0')) return 'invalid_value';
       const n = Number(value);
