@@ -67,6 +67,11 @@ const BENCHES: Record<string, { file: string; flags?: string[]; about: string }>
     flags: ['--expose-gc'],
     about: '2,000 renders (--renders N): RSS, heap, fds, slots, children at start/middle/end',
   },
+  seek: {
+    file: 'seek.ts',
+    about:
+      'headless Chromium, uncached 10-min source: duration shown, seek to 80 % → playing (HLS vs today)',
+  },
   'cluster-dispatch': {
     file: 'cluster-dispatch.ts',
     about: 'selectAndReserve + release through Redis with 3 nodes: p50/p99 and pairs/s vs PING',

@@ -15,11 +15,20 @@
  * Imports nothing of the project.
  */
 
-export const FORMATS = ['mp3', 'opus', 'ogg', 'aac', 'm4a', 'flac', 'wav', 'peaks'] as const;
+export const FORMATS = ['mp3', 'opus', 'ogg', 'aac', 'm4a', 'flac', 'wav', 'peaks', 'hls'] as const;
 export type Format = (typeof FORMATS)[number];
 export type BitDepth = '16' | '24' | '32f';
 export type PeaksFormat = 'json' | 'dat';
 export type EnhancePreset = 'voice';
+/** The codecs an `f:hls` segment may carry (each in fragmented MP4). */
+export const HLS_CODECS = ['flac', 'aac', 'opus'] as const;
+export type HlsCodec = (typeof HLS_CODECS)[number];
+/** Lossless segments concatenate sample-exactly (docs/hls.md has the measurement). */
+export const DEFAULT_HLS_CODEC: HlsCodec = 'flac';
+/** Apple's recommended target duration: a seek costs one render of this many seconds. */
+export const DEFAULT_HLS_SEGMENT_S = 6;
+/** `hls_seg:init`: the segments' shared initialisation section (`#EXT-X-MAP`). */
+export const HLS_INIT_PART = 'init';
 
 /** Pinned presets: a preset names an exact filter chain forever; a new chain is a new name. */
 export const ENHANCE_PRESETS: readonly EnhancePreset[] = ['voice'];
@@ -44,6 +53,9 @@ export const VARIANT_KEYS = [
   'f',
   'fade',
   'gain',
+  'hls_c',
+  'hls_len',
+  'hls_seg',
   'norm',
   'pk_fmt',
   'pts',
@@ -86,6 +98,12 @@ export interface RenderOptions {
   /** Still percent-encoded, exactly as in the path. See `variantHeaders.ts` for the header. */
   readonly download?: string;
   readonly cacheBuster?: string;
+  /** Under `f:hls` always present (default `DEFAULT_HLS_CODEC`): the segments' codec. */
+  readonly hlsCodec?: HlsCodec;
+  /** Under `f:hls` always present (default `DEFAULT_HLS_SEGMENT_S`): whole seconds per segment. */
+  readonly hlsSegmentS?: number;
+  /** Under `f:hls`: absent is the playlist; `init` its init section; N its N-th segment (from 0). */
+  readonly hlsPart?: typeof HLS_INIT_PART | number;
 }
 
 /** Millisecond precision: float formatting can never move a key. The grammar refuses more places. */

@@ -29,6 +29,9 @@ import type { Format, PeaksFormat } from './variant.js';
 /** A rendered variant's URL describes its bytes completely, so it never goes stale. */
 export const IMMUTABLE_CACHE_CONTROL = 'public, max-age=31536000, immutable, no-transform';
 
+/** An HLS playlist (RFC 8216 §4); its init section and segments are fragmented MP4. */
+export const HLS_PLAYLIST_CONTENT_TYPE = 'application/vnd.apple.mpegurl';
+
 const AUDIO_CONTENT_TYPES: Readonly<Record<Exclude<Format, 'peaks'>, string>> = {
   mp3: 'audio/mpeg',
   opus: 'audio/ogg',
@@ -37,18 +40,21 @@ const AUDIO_CONTENT_TYPES: Readonly<Record<Exclude<Format, 'peaks'>, string>> = 
   m4a: 'audio/mp4',
   flac: 'audio/flac',
   wav: 'audio/wav',
+  hls: 'audio/mp4',
 };
 const PEAKS_CONTENT_TYPES: Readonly<Record<PeaksFormat, string>> = {
   json: 'application/json',
   dat: 'application/octet-stream',
 };
 
-/** The `Content-Type` of a variant. Peaks default to JSON. */
+/** The `Content-Type` of a variant. Peaks default to JSON; `f:hls` without a part is the playlist. */
 export function contentTypeFor(options: {
   readonly format: Format;
   readonly peaksFormat?: PeaksFormat;
+  readonly hlsPart?: string | number;
 }): string {
   if (options.format === 'peaks') return PEAKS_CONTENT_TYPES[options.peaksFormat ?? 'json'];
+  if (options.format === 'hls' && options.hlsPart === undefined) return HLS_PLAYLIST_CONTENT_TYPE;
   const type = AUDIO_CONTENT_TYPES[options.format];
   if (type === undefined) throw new TypeError(`unknown format ${JSON.stringify(options.format)}`);
   return type;

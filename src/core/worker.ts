@@ -97,6 +97,8 @@ export interface RenderTask extends ProcessSpec {
   readonly peaks?: PeaksSpec;
   /** One end of a MessageChannel, transferred; the main thread holds the other. */
   readonly port: MessagePort;
+  /** An `f:hls` segment's start in seconds: every fragment's `tfdt` is moved by it. */
+  readonly decodeTimeShiftS?: number;
   /**
    * Overrides for bench/workers.ts only. `batchBytes: 0` forwards every pipe read as its own
    * message: the unbatched baseline the batching is measured against.
@@ -172,6 +174,8 @@ export interface RenderSpec extends ProcessSpec {
   readonly openInput?: OpenSource;
   /** Reduce the PCM ffmpeg writes to waveform peaks in the worker (one chunk comes back). */
   readonly peaks?: PeaksSpec;
+  /** An `f:hls` segment's start in seconds (see `RenderTask`). */
+  readonly decodeTimeShiftS?: number;
   /** Batching overrides, for bench/workers.ts only (see `RenderTask`). */
   readonly batchBytes?: number;
   readonly flushMs?: number;

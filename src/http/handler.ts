@@ -7,7 +7,8 @@
  * Check order for a signed path (each later check can only run if the earlier ones passed):
  * signature 401 → options 422 (404 without a source marker) → expiry 410 → what this ffmpeg
  * cannot do 501 (`stages/capabilities.ts`) → source parse and authorisation 404 → If-None-Match 304 → variant store HIT → stat 404/413 → HEAD describes
- * the MISS and stops → (cluster: a peer's claim relays its answer) → probe gate 415/429/504 →
+ * the MISS and stops → (an `f:hls` playlist: probe gate, then the playlist written from it,
+ * `stages/playlist.ts`) → (cluster: a peer's claim relays its answer) → probe gate 415/429/504 →
  * admission verdict 413/415 (`admissionVerdict`: what the encoders cannot take, or longer than
  * `AP_MAX_DURATION_S`) → render slot 429 → stream (the delivery chart, `machines/delivery.ts`).
  *
@@ -67,12 +68,13 @@ import { hitStage } from './stages/hit.js';
 import { infoStage } from './stages/info.js';
 import { notModifiedStage } from './stages/notModified.js';
 import { optionsStage } from './stages/options.js';
+import { playlistStage } from './stages/playlist.js';
 import { probeGateStage } from './stages/probeGate.js';
 import { queueStage } from './stages/queue.js';
 import { renderStage } from './stages/render.js';
 import { signatureStage } from './stages/signature.js';
 import { sourceStage, statStage } from './stages/source.js';
-import { describeVariant } from './stages/variant.js';
+import { describeVariant, isPlaylist } from './stages/variant.js';
 import { TurnBudget } from './turns.js';
 
 /**
@@ -217,6 +219,13 @@ async function route(x: Exchange, ctx: StageContext, method: string): Promise<vo
   const resolved = await statStage(x, ctx, authorised);
   if (resolved === ANSWERED) return;
   if (headStage(x, variant) === ANSWERED) return;
+  // 7a. an f:hls playlist is written from the probe: no claim, no slot, nothing stored
+  if (isPlaylist(parsed)) {
+    const probe = await probeGateStage(x, ctx, resolved, parsed.options);
+    if (probe === ANSWERED) return;
+    playlistStage(x, ctx, parsed, rawUrl, probe, variant);
+    return;
+  }
   // 7b. cluster: one render per key across nodes; the claim's owner answers instead of us
   const claim = await claimStage(x, ctx, variant.key);
   if (claim === ANSWERED) return;

@@ -19,6 +19,8 @@
 import {
   type BitDepth,
   DEFAULT_FORMAT,
+  DEFAULT_HLS_CODEC,
+  DEFAULT_HLS_SEGMENT_S,
   DEFAULT_NORM,
   DEFAULT_PEAK_CHANNELS,
   DEFAULT_PEAK_COUNT,
@@ -26,6 +28,9 @@ import {
   ENHANCE_PRESETS,
   FORMATS,
   type Format,
+  HLS_CODECS,
+  HLS_INIT_PART,
+  type HlsCodec,
   LOSSY_SAMPLE_RATE_CAP_HZ,
   MAX_DECIMAL_PLACES,
   type PeaksFormat,
@@ -39,6 +44,18 @@ export const BIT_DEPTHS: readonly BitDepth[] = ['16', '24', '32f'];
 /** The one bit depth only `f:wav` carries (flac encodes integers). */
 export const FLOAT_BIT_DEPTH: BitDepth = '32f';
 export const PEAKS_FORMATS: readonly PeaksFormat[] = ['json', 'dat'];
+/** The format whose encoder rules (`br`, `q`, `bd`, `sr`) an `f:hls` segment codec follows. */
+export const HLS_SEGMENT_FORMATS: Readonly<Record<HlsCodec, Format>> = {
+  flac: 'flac',
+  aac: 'm4a',
+  opus: 'opus',
+};
+/** The longest segment: past a minute a seek is no longer "one short render". */
+export const MAX_HLS_SEGMENT_S = 60;
+/** Segment indexes stay below this; a playlist never lists more segments. */
+export const MAX_HLS_SEGMENTS = 100_000;
+/** The key that addresses one part of a playlist (its init section or a segment). */
+export const HLS_PART_KEY = 'hls_seg';
 
 /** Each encoder's own quality scale; wav (PCM) has none. flac's is its compression level. */
 export const QUALITY_RANGES: Readonly<Partial<Record<Format, readonly [number, number]>>> = {
@@ -75,6 +92,12 @@ type VariantKey = (typeof VARIANT_KEYS)[number];
 export type OptionKey = VariantKey | (typeof REQUEST_KEYS)[number];
 /** `f:peaks` refuses what cannot change the picture: encoder settings and the resample. */
 export const PEAKS_UNSUPPORTED: readonly VariantKey[] = ['br', 'q', 'sr', 'bd'];
+/**
+ * `f:hls` refuses what would not survive being cut into independently rendered windows: a fade
+ * or loudness normalisation would apply per segment, `enhance`'s stateful filters (denoise,
+ * compressor) would restart at every boundary, and a playlist is no download.
+ */
+export const HLS_UNSUPPORTED: readonly VariantKey[] = ['fade', 'norm', 'enhance', 'dl'];
 
 /** The segments that start the source; the first segment exactly equal to one of them. */
 export const SOURCE_MARKERS: readonly string[] = ['plain', 'enc'];
@@ -152,8 +175,8 @@ export const OPTION_ROWS = checked([
     values: `one of ${list(FORMATS)}`,
     default: `\`${DEFAULT_FORMAT}\``,
     canonical: 'always present: `f:FORMAT`',
-    doc: `The encoded format. Lossy: ${list(LOSSY_FORMATS)}; lossless: ${list(LOSSLESS_FORMATS)}. \`aac\` is an ADTS stream, \`m4a\` fragmented MP4. \`peaks\` is not audio but a waveform (min/max pairs, JSON or binary: see \`pts\` and \`pk_fmt\`); it refuses ${list(PEAKS_UNSUPPORTED)}, which cannot change the picture.`,
-    examples: ['f:opus', 'f:flac', 'f:peaks', ''],
+    doc: `The encoded format. Lossy: ${list(LOSSY_FORMATS)}; lossless: ${list(LOSSLESS_FORMATS)}. \`aac\` is an ADTS stream, \`m4a\` fragmented MP4. \`peaks\` is not audio but a waveform (min/max pairs, JSON or binary: see \`pts\` and \`pk_fmt\`); it refuses ${list(PEAKS_UNSUPPORTED)}, which cannot change the picture. \`hls\` is an HLS VOD playlist of signed segment URLs, each an ordinary variant (see \`hls_c\`, \`hls_len\`, \`hls_seg\` and [HLS](hls.md)); it refuses ${list(HLS_UNSUPPORTED)}, and \`br\`, \`q\`, \`bd\`, \`sr\` follow the segment codec's rules.`,
+    examples: ['f:opus', 'f:flac', 'f:peaks', 'f:hls', ''],
     refused: [
       ['f:wma', 'invalid_value'],
       ['f:MP3', 'invalid_value'],
@@ -329,6 +352,55 @@ export const OPTION_ROWS = checked([
     doc: 'JSON (audiowaveform-like) or a compact binary. `f:peaks` only.',
     examples: ['f:peaks/pk_fmt:dat'],
     refused: [['pk_fmt:dat', 'requires_peaks_format']],
+  },
+  {
+    key: 'hls_c',
+    kind: 'variant',
+    title: 'HLS segment codec',
+    values: `one of ${list(HLS_CODECS)}`,
+    default: `\`${DEFAULT_HLS_CODEC}\` under \`f:hls\``,
+    canonical: '`hls_c:CODEC`; always present under `f:hls`',
+    doc: `The codec of every segment, in fragmented MP4. \`flac\` concatenates sample-exactly (gapless); \`aac\` and \`opus\` are a fifth of the size but each segment carries its own encoder delay, which a player hears as a gap at every boundary (measured in [HLS](hls.md)). \`br\`, \`q\`, \`bd\` and \`sr\` are checked against ${Object.entries(
+      HLS_SEGMENT_FORMATS,
+    )
+      .map(([c, f]) => `${c} as \`f:${f}\``)
+      .join(', ')}. \`f:hls\` only.`,
+    examples: ['f:hls/hls_c:aac/br:128', 'f:hls/hls_c:flac/bd:24'],
+    refused: [
+      ['hls_c:flac', 'requires_hls_format'],
+      ['f:hls/hls_c:mp3', 'invalid_value'],
+      ['f:hls/br:128', 'requires_lossy_format'],
+    ],
+  },
+  {
+    key: 'hls_len',
+    kind: 'variant',
+    title: 'HLS segment length',
+    values: `an integer from 1 to ${MAX_HLS_SEGMENT_S} (seconds)`,
+    default: `\`${DEFAULT_HLS_SEGMENT_S}\` under \`f:hls\``,
+    canonical: '`hls_len:N`; always present under `f:hls`',
+    doc: 'How long each segment is (the last one is what remains): a seek costs one render this long. `f:hls` only.',
+    examples: ['f:hls/hls_len:4'],
+    refused: [
+      ['f:hls/hls_len:0', 'out_of_range'],
+      ['f:hls/hls_len:61', 'out_of_range'],
+      ['hls_len:6', 'requires_hls_format'],
+    ],
+  },
+  {
+    key: 'hls_seg',
+    kind: 'variant',
+    title: 'HLS part',
+    values: `\`${HLS_INIT_PART}\` or a segment index from 0 to ${MAX_HLS_SEGMENTS - 1}`,
+    default: 'absent: the playlist itself',
+    canonical: '`hls_seg:init` or `hls_seg:N`',
+    doc: 'What the playlist links to: `init` is the init section every segment shares (`#EXT-X-MAP`), `N` the window from `N × hls_len` seconds into the (trimmed) source. The playlist writes these URLs, signed, keeping its `exp`; a client never needs to build one. Allowed under `AP_ONLY_PRESETS`. With a bounded trim an index past its end is refused. `f:hls` only.',
+    examples: ['f:hls/hls_seg:init', 'f:hls/hls_seg:12', 'f:hls/t:30:20/hls_seg:3'],
+    refused: [
+      ['f:hls/hls_seg:01', 'invalid_value'],
+      ['f:hls/t:30:20/hls_seg:4', 'out_of_range'],
+      ['f:mp3/hls_seg:0', 'requires_hls_format'],
+    ],
   },
   {
     key: 'dl',

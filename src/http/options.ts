@@ -15,6 +15,10 @@
  * URL spells itself wins over every preset wherever it stands. `AP_ONLY_PRESETS` refuses every
  * variant option a URL spells itself and requires a preset.
  *
+ * `f:hls` (docs/hls.md) materialises `hls_c` and `hls_len` like `f:peaks` its keys; its `br`, `q`,
+ * `bd` and `sr` follow the segment codec's rules (`HLS_SEGMENT_FORMATS`), and `hls_seg` names one
+ * part of its playlist (the one key besides `exp` that `AP_ONLY_PRESETS` lets a URL spell).
+ *
  * ## Invariants
  * - **Refused, never repaired.** Every malformed or conflicting segment is a 422 naming it; values
  *   are never rounded, clamped or last-write-wins. A key appears once among the URL's own segments
@@ -41,6 +45,8 @@
 
 import {
   DEFAULT_FORMAT,
+  DEFAULT_HLS_CODEC,
+  DEFAULT_HLS_SEGMENT_S,
   DEFAULT_NORM,
   DEFAULT_PEAK_CHANNELS,
   DEFAULT_PEAK_COUNT,
@@ -48,6 +54,8 @@ import {
   ENHANCE_PRESETS,
   FORMATS,
   type Format,
+  HLS_CODECS,
+  HLS_INIT_PART,
   LOSSY_SAMPLE_RATE_CAP_HZ,
   MAX_DECIMAL_PLACES,
   type RenderOptions,
@@ -57,12 +65,17 @@ import {
 import {
   BIT_DEPTHS,
   FLOAT_BIT_DEPTH,
+  HLS_PART_KEY,
+  HLS_SEGMENT_FORMATS,
+  HLS_UNSUPPORTED,
   INFO_SEGMENT,
   LOSSLESS_FORMATS,
   LOSSY_FORMATS,
   MAX_BITRATE_KBPS,
   MAX_EXP_S,
   MAX_GAIN_DB,
+  MAX_HLS_SEGMENT_S,
+  MAX_HLS_SEGMENTS,
   MAX_PEAK_COUNT,
   MAX_SAMPLE_RATE_HZ,
   MAX_SECONDS,
@@ -116,6 +129,7 @@ export const OPTION_ERROR_REASONS = [
   'requires_lossy_format',
   'requires_peaks_format',
   'unsupported_for_peaks',
+  'requires_hls_format',
   'unsupported_for_format',
   'out_of_range_for_format',
   'requires_bounded_trim',
@@ -193,6 +207,8 @@ function messageFor(reason: OptionErrorReason, segment: string, related?: string
       return `${q(segment)} requires f:peaks`;
     case 'unsupported_for_peaks':
       return `${q(segment)} is not supported with f:peaks`;
+    case 'requires_hls_format':
+      return `${q(segment)} requires f:hls`;
     case 'unsupported_for_format':
       return `${q(segment)} is not supported with ${q(related)}`;
     case 'out_of_range_for_format':
@@ -399,6 +415,31 @@ function applyValue(key: OptionKey, value: string, draft: Draft): OptionErrorRea
       draft.cacheBuster = r.value;
       return undefined;
     }
+    case 'hls_c': {
+      const r = oneOf(value, HLS_CODECS);
+      if (!r.ok) return r.reason;
+      draft.hlsCodec = r.value;
+      return undefined;
+    }
+    case 'hls_len': {
+      const r = boundedInteger(value, MAX_HLS_SEGMENT_S);
+      if (!r.ok) return r.reason;
+      draft.hlsSegmentS = r.value;
+      return undefined;
+    }
+    case 'hls_seg': {
+      if (value === HLS_INIT_PART) {
+        draft.hlsPart = HLS_INIT_PART;
+        return undefined;
+      }
+      // An index from 0 (`boundedInteger` starts at 1), without leading zeros: one spelling.
+      if (!INTEGER.test(value)) return 'invalid_integer';
+      if (value.length > 1 && value.startsWith('0')) return 'invalid_value';
+      const n = Number(value);
+      if (n >= MAX_HLS_SEGMENTS) return 'out_of_range';
+      draft.hlsPart = n;
+      return undefined;
+    }
     case 'exp': {
       const r = boundedInteger(value, MAX_EXP_S);
       if (!r.ok) return r.reason;
@@ -414,6 +455,7 @@ function applyValue(key: OptionKey, value: string, draft: Draft): OptionErrorRea
  */
 function renderSegment(key: VariantKey, o: RenderOptions): string | undefined {
   const peaks = o.format === 'peaks';
+  const hls = o.format === 'hls';
   switch (key) {
     case 'f':
       return `f:${o.format}`;
@@ -437,6 +479,16 @@ function renderSegment(key: VariantKey, o: RenderOptions): string | undefined {
         : `fade:${renderNumber(o.fade.in)}:${renderNumber(o.fade.out)}`;
     case 'gain':
       return o.gainDb === undefined ? undefined : `gain:${renderNumber(o.gainDb)}`;
+    case 'hls_c': {
+      const codec = hls ? (o.hlsCodec ?? DEFAULT_HLS_CODEC) : o.hlsCodec;
+      return codec === undefined ? undefined : `hls_c:${codec}`;
+    }
+    case 'hls_len': {
+      const len = hls ? (o.hlsSegmentS ?? DEFAULT_HLS_SEGMENT_S) : o.hlsSegmentS;
+      return len === undefined ? undefined : `hls_len:${len}`;
+    }
+    case 'hls_seg':
+      return o.hlsPart === undefined ? undefined : `hls_seg:${o.hlsPart}`;
     case 'norm':
       return o.norm === undefined
         ? undefined
@@ -464,28 +516,40 @@ function renderSegment(key: VariantKey, o: RenderOptions): string | undefined {
 /** Cross-key rules, in the order they are reported. */
 function validate(o: RenderOptions): InvalidOptions | undefined {
   const seg = (k: VariantKey): string => renderSegment(k, o) ?? '';
-  const f = seg('f');
   const peaks = o.format === 'peaks';
+  const hls = o.format === 'hls';
+  if (hls) {
+    const refused = HLS_UNSUPPORTED.find((k) => renderSegment(k, o) !== undefined);
+    if (refused !== undefined) return invalid('unsupported_for_format', seg(refused), seg('f'));
+  } else {
+    const stray = (['hls_c', 'hls_len', 'hls_seg'] as const).find(
+      (k) => renderSegment(k, o) !== undefined,
+    );
+    if (stray !== undefined) return invalid('requires_hls_format', seg(stray), seg('f'));
+  }
+  // Under f:hls the encoder rules are the segment codec's, and name it (`hls_c:aac`).
+  const encoded: Format = hls ? HLS_SEGMENT_FORMATS[o.hlsCodec ?? DEFAULT_HLS_CODEC] : o.format;
+  const f = hls ? seg('hls_c') : seg('f');
 
   if (o.bitrateK !== undefined && o.quality !== undefined) {
     return invalid('mutually_exclusive', seg('q'), seg('br'));
   }
   // Peaks fall through to the peaks rule below, which names the better reason.
   if (!peaks) {
-    if (o.bitrateK !== undefined && !LOSSY.has(o.format)) {
+    if (o.bitrateK !== undefined && !LOSSY.has(encoded)) {
       return invalid('requires_lossy_format', seg('br'), f);
     }
     if (o.quality !== undefined) {
-      const range = QUALITY_RANGES[o.format];
+      const range = QUALITY_RANGES[encoded];
       if (range === undefined) return invalid('unsupported_for_format', seg('q'), f);
       if (o.quality < range[0] || o.quality > range[1]) {
         return invalid('out_of_range_for_format', seg('q'), f);
       }
     }
-    if (o.bitDepth !== undefined && !LOSSLESS.has(o.format)) {
+    if (o.bitDepth !== undefined && !LOSSLESS.has(encoded)) {
       return invalid('requires_lossless_format', seg('bd'), f);
     }
-    if (o.bitDepth === FLOAT_BIT_DEPTH && o.format !== 'wav') {
+    if (o.bitDepth === FLOAT_BIT_DEPTH && encoded !== 'wav') {
       return invalid('unsupported_for_format', seg('bd'), f);
     }
   } else {
@@ -496,11 +560,7 @@ function validate(o: RenderOptions): InvalidOptions | undefined {
     if (o.pts !== undefined) return invalid('requires_peaks_format', seg('pts'), f);
     if (o.peaksFormat !== undefined) return invalid('requires_peaks_format', seg('pk_fmt'), f);
   }
-  if (
-    o.sampleRate !== undefined &&
-    LOSSY.has(o.format) &&
-    o.sampleRate > LOSSY_SAMPLE_RATE_CAP_HZ
-  ) {
+  if (o.sampleRate !== undefined && LOSSY.has(encoded) && o.sampleRate > LOSSY_SAMPLE_RATE_CAP_HZ) {
     return invalid('sample_rate_above_lossy_cap', seg('sr'), f);
   }
   if (o.fade !== undefined) {
@@ -511,6 +571,13 @@ function validate(o: RenderOptions): InvalidOptions | undefined {
     } else if (millis(o.fade.in) + millis(o.fade.out) > millis(duration)) {
       // Integer milliseconds: 0.1 + 0.2 must fit a 0.3 trim exactly.
       return invalid('fade_exceeds_duration', seg('fade'), seg('t'));
+    }
+  }
+  if (hls && typeof o.hlsPart === 'number' && o.trim?.duration !== undefined) {
+    // A bounded trim names its segment count without a probe: a later index is no segment.
+    const len = o.hlsSegmentS ?? DEFAULT_HLS_SEGMENT_S;
+    if (o.hlsPart * len * 1000 >= millis(o.trim.duration)) {
+      return invalid('out_of_range', seg('hls_seg'), seg('t'));
     }
   }
   return undefined;
@@ -585,7 +652,10 @@ export function parseOptions(
       presets = named.names;
       continue;
     }
-    if (grammar.onlyPresets && !REQUEST_ONLY.has(key)) return invalid('only_presets', segment);
+    // `hls_seg` addresses a part of a preset's playlist, as `exp` bounds its URL in time.
+    if (grammar.onlyPresets && !REQUEST_ONLY.has(key) && key !== HLS_PART_KEY) {
+      return invalid('only_presets', segment);
+    }
     const reason = applyValue(key as OptionKey, value, draft);
     if (reason !== undefined) return invalid(reason, segment);
   }
@@ -611,7 +681,13 @@ export function parseOptions(
           pts: variant.pts ?? DEFAULT_PEAK_COUNT,
           peaksFormat: variant.peaksFormat ?? DEFAULT_PEAKS_FORMAT,
         }
-      : variant;
+      : variant.format === 'hls'
+        ? {
+            ...variant,
+            hlsCodec: variant.hlsCodec ?? DEFAULT_HLS_CODEC,
+            hlsSegmentS: variant.hlsSegmentS ?? DEFAULT_HLS_SEGMENT_S,
+          }
+        : variant;
   return { ok: true, options, request: exp === undefined ? {} : { exp } };
 }
 

@@ -23,6 +23,7 @@ import {
   exactSamples,
   exactWavLayout,
   FD_INPUT_PATH,
+  hlsDecodeTimeShiftS,
 } from '../workers/argv.js';
 import { peaksFrameBudget } from '../workers/peaks.js';
 import type { WorkerPool } from '../workers/pool.js';
@@ -79,8 +80,14 @@ export function renderInputFor(
       : samples !== undefined
         ? { flacTotalSamples: samples }
         : {};
+    const shift = hlsDecodeTimeShiftS(options);
     return {
-      spec: { ...spec, ...sized, argv: buildRenderArgv(options, input) },
+      spec: {
+        ...spec,
+        ...sized,
+        argv: buildRenderArgv(options, input),
+        ...(shift === undefined ? {} : { decodeTimeShiftS: shift }),
+      },
       pool,
       source: label,
     };

@@ -28,7 +28,7 @@ export const RENDER_DURATION_BUCKETS_S = [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
 /** How long a scrape waits for a gauge's owner before leaving that gauge out. */
 export const SCRAPE_SAMPLE_TIMEOUT_MS = 1_000;
 
-const FORMATS = new Set(['mp3', 'opus', 'ogg', 'aac', 'm4a', 'flac', 'wav', 'peaks']);
+const FORMATS = new Set(['mp3', 'opus', 'ogg', 'aac', 'm4a', 'flac', 'wav', 'peaks', 'hls']);
 const OUTCOMES = new Set([
   'success',
   'cancelled',

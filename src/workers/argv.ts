@@ -46,8 +46,14 @@
  * None. A violated precondition (fade-out without a bounded trim, `q` for wav, an unknown kind)
  * is a programmer error and throws TypeError/RangeError naming it.
  */
-import type { Format, RenderOptions } from '../core/variant.js';
-import { LOSSY_SAMPLE_RATE_CAP_HZ, renderNumber } from '../core/variant.js';
+import type { Format, HlsCodec, RenderOptions } from '../core/variant.js';
+import {
+  DEFAULT_HLS_CODEC,
+  DEFAULT_HLS_SEGMENT_S,
+  HLS_INIT_PART,
+  LOSSY_SAMPLE_RATE_CAP_HZ,
+  renderNumber,
+} from '../core/variant.js';
 
 /** Where a render reads from: always a file the proxy opened (see the header). */
 export type SourceKind = 'local';
@@ -263,7 +269,26 @@ export const ENHANCE_CHAINS: Readonly<Record<'voice', string>> = Object.freeze({
     'alimiter=limit=0.977:level=disabled',
 });
 
-export type AudioFormat = Exclude<Format, 'peaks'>;
+export type AudioFormat = Exclude<Format, 'peaks' | 'hls'>;
+
+/** The encoder (and its option rules) behind each `hls_c`; every segment is fragmented MP4. */
+export const HLS_SEGMENT_ENCODINGS: Readonly<Record<HlsCodec, AudioFormat>> = {
+  flac: 'flac',
+  aac: 'm4a',
+  opus: 'opus',
+};
+/**
+ * Decoded and dropped before every HLS segment's window. Without it the first ~2k samples after
+ * a seek are the decoder warming up (mp3's bit reservoir and overlap, AAC's and Opus' overlap):
+ * measured up to 0.08 full scale off the continuous decode; with 0.5 s the windows of mp3, AAC
+ * and Opus sources are sample-identical to it (docs/hls.md).
+ */
+export const HLS_PREROLL_S = 0.5;
+/**
+ * Fragmented from the first byte (`empty_moov`), no `mfra` index at the end (`skip_trailer`):
+ * the init section (`-frames:a 0`) is then exactly the `ftyp`+`moov` every segment starts with.
+ */
+const HLS_MOVFLAGS = 'empty_moov+default_base_moof+skip_trailer';
 
 const MUXERS: Readonly<Record<AudioFormat, string>> = {
   mp3: 'mp3',
@@ -335,6 +360,8 @@ export const ARGV_FLAGS: Readonly<Record<string, 0 | 1>> = Object.freeze({
   '-frag_duration': 1,
   '-flush_packets': 1,
   '-blocksize': 1,
+  '-frames:a': 1,
+  '-strict': 1,
   '-f': 1,
 });
 
@@ -390,6 +417,7 @@ export function buildRenderArgv(options: RenderOptions, input: ArgvInput): strin
   if (format === 'peaks') {
     throw new TypeError('f:peaks is a PCM decode plus a reduction: use buildPeaksDecodeArgv');
   }
+  if (format === 'hls') return buildHlsPartArgv(options, input);
   if (!(format in MUXERS)) throw new TypeError(`unknown format ${JSON.stringify(format)}`);
   const rate = resampleRate(format, options, input);
   const chainHz = rate ?? sourceRate(input); // what reaches the encoder, before its own resample
@@ -418,6 +446,92 @@ export function buildRenderArgv(options: RenderOptions, input: ArgvInput): strin
     muxer,
     'pipe:1',
   ];
+}
+
+/** One part of an `f:hls` playlist: a segment's window, or the init section they share. */
+function buildHlsPartArgv(options: RenderOptions, input: ArgvInput): string[] {
+  const part = options.hlsPart;
+  if (part === undefined) throw new TypeError('an f:hls playlist is written, not rendered');
+  const format = HLS_SEGMENT_ENCODINGS[options.hlsCodec ?? DEFAULT_HLS_CODEC];
+  const window = hlsWindow(options, part);
+  const rate = resampleRate(format, options, input);
+  const chainHz = rate ?? sourceRate(input);
+  const channels = channelArgs(format, options, input);
+  const fold = foldFilter(
+    sourceChannels(input),
+    channels.length === 0 ? undefined : Number(channels[1]),
+  );
+  // The pre-roll is dropped first, at the source's rate, so the window starts on its sample.
+  const preroll =
+    window.prerollS > 0
+      ? [`atrim=start=${renderNumber(window.prerollS)}`, 'asetpts=PTS-STARTPTS']
+      : [];
+  const windowed: RenderOptions = { ...options, trim: window.trim };
+  const pad = part === HLS_INIT_PART ? [] : trimPad({ format, trim: window.kept }, chainHz);
+  // No `-ss 0`: on an AAC-in-MP4 source a seek to 0 decodes the priming differently (up to
+  // 0.09 off in its first 250 samples, measured) than the continuous render this must join.
+  const { start, duration } = window.trim;
+  const fromZero = duration === undefined ? [] : ['-t', renderNumber(duration)];
+  return [
+    ...(start === 0
+      ? [
+          ...BASELINE,
+          ...inputWhitelists(input),
+          ...fromZero,
+          '-i',
+          inputArgument(input),
+          ...AUDIO_ONLY,
+        ]
+      : head(windowed, input)),
+    ...filterArgs(windowed, rate, pad, [...preroll, ...fold]),
+    ...channels,
+    ...codecArgs(format, options, input, chainHz, true),
+    ...(part === HLS_INIT_PART ? ['-frames:a', '0'] : []),
+    ...outputBound(input),
+    ...OUTPUT_WRITES,
+    '-f',
+    'mp4',
+    'pipe:1',
+  ];
+}
+
+/**
+ * Where an `f:hls` segment's media sits on the playlist's timeline, in seconds from the trim's
+ * start (what its fragments' decode times are moved by); undefined for anything else.
+ */
+export function hlsDecodeTimeShiftS(options: RenderOptions): number | undefined {
+  const part = options.hlsPart;
+  if (options.format !== 'hls' || typeof part !== 'number') return undefined;
+  return part * (options.hlsSegmentS ?? DEFAULT_HLS_SEGMENT_S);
+}
+
+/** Where part `part` reads (seek and length, pre-roll included) and the window it keeps. */
+function hlsWindow(
+  options: RenderOptions,
+  part: typeof HLS_INIT_PART | number,
+): {
+  readonly trim: { readonly start: number; readonly duration?: number };
+  readonly kept: { readonly start: number; readonly duration: number };
+  readonly prerollS: number;
+} {
+  const startMs = millis(options.trim?.start ?? 0);
+  if (part === HLS_INIT_PART) {
+    return { trim: { start: startMs / 1000 }, kept: { start: 0, duration: 0 }, prerollS: 0 };
+  }
+  const lenMs = (options.hlsSegmentS ?? DEFAULT_HLS_SEGMENT_S) * 1000;
+  const segStartMs = startMs + part * lenMs;
+  const trimDuration = options.trim?.duration;
+  const durMs =
+    trimDuration === undefined
+      ? lenMs
+      : Math.min(lenMs, startMs + millis(trimDuration) - segStartMs);
+  if (!(durMs > 0)) throw new RangeError(`hls_seg:${part} is past the trim's end`);
+  const preMs = Math.min(millis(HLS_PREROLL_S), segStartMs);
+  return {
+    trim: { start: (segStartMs - preMs) / 1000, duration: (durMs + preMs) / 1000 },
+    kept: { start: segStartMs / 1000, duration: durMs / 1000 },
+    prerollS: preMs / 1000,
+  };
 }
 
 /**
@@ -707,8 +821,11 @@ function codecArgs(
   options: RenderOptions,
   input: ArgvInput,
   encoderHz: number | undefined,
+  hlsPart = false,
 ): string[] {
   const args = ['-c:a', encoder(format, options, input)];
+  // ffmpeg 5.1 calls flac in MP4 experimental; it is what Chromium's and hls.js' MSE play.
+  if (hlsPart && format === 'flac') args.push('-strict', '-2');
   if (options.bitrateK !== undefined) {
     if (!LOSSY.has(format)) throw new TypeError(`br does not apply to ${format}`);
     const channels = options.channels ?? sourceChannels(input);
@@ -724,7 +841,9 @@ function codecArgs(
     if (sampleFormat === undefined) throw new TypeError(`bd:${options.bitDepth} is wav-only`);
     args.push('-sample_fmt', sampleFormat);
   }
-  if (format === 'm4a') {
+  if (hlsPart) {
+    args.push('-movflags', HLS_MOVFLAGS, '-frag_duration', String(M4A_FRAGMENT_DURATION_US));
+  } else if (format === 'm4a') {
     // Plain MP4 needs a seekable output for its moov; fragment on time (audio has no keyframes
     // that `frag_keyframe` would cut on), so bytes stream as they are encoded.
     args.push(

@@ -35,6 +35,7 @@ import {
   DEFAULT_NORM,
   ENHANCE_PRESETS,
   FORMATS,
+  HLS_CODECS,
   type RenderOptions,
   renderNumber,
 } from '../core/variant.js';
@@ -244,7 +245,12 @@ export function componentsOf(argv: readonly string[]): Component[] {
 }
 
 /** Every component a render of `options` may need, whatever its source turns out to be. */
-export function requiredComponents(options: RenderOptions): Component[] {
+export function requiredComponents(rendered: RenderOptions): Component[] {
+  // A playlist renders nothing itself; it needs what its segments need.
+  const options: RenderOptions =
+    rendered.format === 'hls' && rendered.hlsPart === undefined
+      ? { ...rendered, hlsPart: 0 }
+      : rendered;
   const found = new Map<string, Component>();
   for (const input of SAMPLE_SOURCES) {
     let argv: string[];
@@ -272,6 +278,7 @@ type Field = keyof RenderOptions;
  */
 const BLAME: ReadonlyArray<readonly [readonly Field[], (o: RenderOptions) => string]> = [
   [['enhance'], (o) => `enhance:${o.enhance}`],
+  [['hlsCodec'], (o) => `hls_c:${o.hlsCodec}`],
   [['norm'], () => 'norm'],
   [['gainDb'], (o) => `gain:${renderNumber(o.gainDb!)}`],
   [['fade'], () => 'fade'],
@@ -312,6 +319,7 @@ function catalogue(): readonly Sample[] {
           format === 'peaks' ? { format, channels: 1, pts: 800, peaksFormat: 'json' } : { format },
       }),
     ),
+    ...HLS_CODECS.map((codec) => on(`hls_c:${codec}`, { hlsCodec: codec }, { format: 'hls' })),
     ...ENHANCE_PRESETS.map((p) => on(`enhance:${p}`, { enhance: p })),
     on('norm', { norm: DEFAULT_NORM }),
     on('gain', { gainDb: 3 }),

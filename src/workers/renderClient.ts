@@ -143,6 +143,7 @@ class TaskClient<O extends { type: string }> implements TaskHandle {
       ...(spec.nice !== undefined ? { nice: spec.nice } : {}),
       ...(inputFd !== undefined ? { inputFd } : {}),
       ...(spec.peaks !== undefined ? { peaks: spec.peaks } : {}),
+      ...(spec.decodeTimeShiftS !== undefined ? { decodeTimeShiftS: spec.decodeTimeShiftS } : {}),
       ...(spec.batchBytes !== undefined ? { batchBytes: spec.batchBytes } : {}),
       ...(spec.flushMs !== undefined ? { flushMs: spec.flushMs } : {}),
       port: port2,

@@ -68,6 +68,7 @@ import {
   type WorkerTask,
 } from '../core/worker.js';
 import { appendTail, classifyFailure, STDERR_TAIL_BYTES } from './classify.js';
+import { Fmp4DecodeTimeShift } from './fmp4.js';
 import { PeaksReducer } from './peaks.js';
 import { MAX_PROBE_OUTPUT_BYTES } from './probe.js';
 
@@ -403,9 +404,13 @@ class RenderRun extends ProcessRun<RenderOutcome> {
   #partialDue = false;
   #flushTimer: NodeJS.Timeout | null = null;
   #paused = false;
+  /** An f:hls segment's fragments, moved to where the playlist places them. */
+  readonly #shift: Fmp4DecodeTimeShift | null;
 
   constructor(task: RenderTask) {
     super(task, task.port);
+    this.#shift =
+      task.decodeTimeShiftS === undefined ? null : new Fmp4DecodeTimeShift(task.decodeTimeShiftS);
     this.#batchBytes = task.batchBytes ?? BATCH_BYTES;
     this.#flushMs = task.flushMs ?? FLUSH_MS;
     this.#maxBytes = task.maxBytes ?? Number.POSITIVE_INFINITY;
@@ -436,14 +441,32 @@ class RenderRun extends ProcessRun<RenderOutcome> {
       });
       return;
     }
-    this.#pending.push(chunk);
-    this.#pendingBytes += chunk.length;
+    let out = chunk;
+    if (this.#shift) {
+      try {
+        out = this.#shift.push(chunk);
+      } catch (error) {
+        this.halt({
+          class: 'render_failed',
+          detail: `fragmented MP4: ${(error as Error).message}`,
+        });
+        return;
+      }
+    }
+    this.#hold(out);
     this.#pump();
   }
 
   protected onStdoutEnd(): void {
+    if (this.#shift) this.#hold(this.#shift.end());
     this.#stdoutEnded = true;
     this.#pump();
+  }
+
+  #hold(bytes: Buffer): void {
+    if (bytes.length === 0) return;
+    this.#pending.push(bytes);
+    this.#pendingBytes += bytes.length;
   }
 
   protected holdsOutput(): boolean {

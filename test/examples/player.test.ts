@@ -3,7 +3,9 @@
 // preview (loadeddata, readyState >= 2) and draws the f:peaks waveform (non-blank pixels); served
 // on the proxy's own origin (a loopback server that forwards every other path to the proxy) with
 // the waiting room on, its one render slot (of two) held by another listener's slow render, it
-// shows "position 1" while the audio has not started, then plays when its turn comes.
+// shows "position 1" while the audio has not started, then plays when its turn comes. An
+// uncached f:hls variant shows its duration before any segment is rendered and seeks to 80 %
+// during its first play (Chromium's own HLS; hls.js is not installed here).
 // Screenshot: test-artifacts/player.png.
 import { chmod, copyFile, link, mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { createServer, request, type Server } from 'node:http';
@@ -140,6 +142,53 @@ describe.skipIf(!present)('examples/player.html in Chromium', () => {
       expect(await audioReady(page)).toBeGreaterThanOrEqual(2);
       expect(await page.getAttribute('body', 'data-positions')).toBeNull(); // no room cross-origin
       expect(await canvasInk(page)).toBeGreaterThan(2_000);
+    } finally {
+      await page.close();
+    }
+  }, 40_000);
+
+  it('an uncached f:hls variant: its duration at once, and a seek to 80 % plays at once', async () => {
+    // The demo's 90 s music, never rendered in this run (cb: makes the key fresh).
+    const path = `/insecure/f:hls/hls_len:2/cb:${Date.now()}/plain/local://music.flac`;
+    const page = await browser.newPage();
+    try {
+      await page.goto(
+        `${siteUrl}/player.html?base=${encodeURIComponent(h.url)}&path=${encodeURIComponent(path)}`,
+      );
+      const started = Date.now();
+      await page.click('#play');
+      await page.waitForFunction(() => document.body.dataset.duration !== undefined, null, {
+        timeout: 10_000,
+      });
+      const durationMs = Date.now() - started;
+      expect(Number(await page.getAttribute('body', 'data-duration'))).toBeCloseTo(90, 0);
+      expect(await page.getAttribute('body', 'data-engine')).toBe('native-hls');
+      expect(await page.textContent('#duration')).toBe('1:30');
+      expect(await page.isEnabled('#seek')).toBe(true);
+      // The seek bar, moved to 72 s: only the segment there is rendered, and it plays.
+      const seeked = Date.now();
+      await page.evaluate(() => {
+        const seek = document.getElementById('seek');
+        seek.value = '72';
+        seek.dispatchEvent(new Event('input'));
+        seek.dispatchEvent(new Event('change'));
+      });
+      await page.waitForFunction(
+        () => {
+          const a = document.getElementById('audio');
+          return a.currentTime > 72.3 && !a.paused && a.readyState >= 3;
+        },
+        null,
+        { timeout: 15_000 },
+      );
+      console.log(
+        `f:hls in Chromium: duration after ${durationMs} ms, seek to 80 % playing after ${Date.now() - seeked} ms`,
+      );
+      expect(
+        Number(await page.evaluate(() => document.getElementById('seek').value)),
+      ).toBeGreaterThan(72);
+      await mkdir(ARTIFACTS, { recursive: true });
+      await page.screenshot({ path: join(ARTIFACTS, 'player-hls.png'), fullPage: true });
     } finally {
       await page.close();
     }

@@ -197,16 +197,23 @@ describe('EncoderCapabilities', () => {
       return new EncoderCapabilities({ ok: true, listing: { ...l, [kind]: set } });
     };
     const noOpus = lacking('encoders', 'libopus');
-    expect(noOpus.missing()).toEqual({ 'f:opus': ['encoder libopus'] });
+    expect(noOpus.missing()).toEqual({
+      'f:opus': ['encoder libopus'],
+      'hls_c:opus': ['encoder libopus'],
+    });
     expect(noOpus.refusal(options('f:opus/t:0:5'))).toMatchObject({
       option: 'f:opus',
       message:
         'f:opus needs the ffmpeg encoder "libopus", which this server\'s ffmpeg does not have',
     });
+    expect(noOpus.refusal(options('f:hls/hls_c:opus'))?.option).toBe('hls_c:opus');
+    expect(noOpus.refusal(options('f:hls/hls_c:opus/hls_seg:2'))?.option).toBe('hls_c:opus');
+    expect(noOpus.refusal(options('f:hls'))).toBeUndefined();
     const noFade = lacking('filters', 'afade');
     expect(noFade.refusal(options('f:mp3/fade:1:1/t:0:5'))?.option).toBe('fade');
     const noPad = lacking('filters', 'apad');
-    expect(noPad.missing()).toEqual({ t: ['filter apad'] });
+    // An f:hls segment is a window: it pads like any trim.
+    expect(noPad.missing()).toEqual({ t: ['filter apad'], 'f:hls': ['filter apad'] });
     expect(noPad.refusal(options('f:mp3/fade:1:1/t:0:5'))?.option).toBe('t');
     const noF32 = lacking('encoders', 'pcm_f32le');
     expect(noF32.missing()).toEqual({ 'bd:32f': ['encoder pcm_f32le'] });

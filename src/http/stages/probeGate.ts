@@ -2,7 +2,7 @@
  * Stage 8, the probe gate: the source is probed (ffprobe, shared per source) and refused before
  * any slot when it cannot be rendered: what the probe answers (404, 415 undecodable or video,
  * 429 probe queue, 5xx), what the encoders cannot take or longer than `AP_MAX_DURATION_S`
- * (`admissionVerdict`: 413, 415), and peaks of a source whose duration is unknown (415).
+ * (`admissionVerdict`: 413, 415), and peaks or an `f:hls` playlist of a source whose duration is unknown (415).
  *
  * ## Invariants
  * - **No render slot is asked for before every refusal here had its chance.**
@@ -51,8 +51,9 @@ export async function probeGateStage(
     fail(x, { type: admission.reason });
     return ANSWERED;
   }
-  if (options.format === 'peaks' && probe.media?.duration === undefined) {
-    // Peaks need the duration to size their buckets; a source without one cannot be drawn.
+  const playlist = options.format === 'hls' && options.hlsPart === undefined;
+  if ((options.format === 'peaks' || playlist) && probe.media?.duration === undefined) {
+    // Peaks need the duration to size their buckets, a playlist to list its segments.
     fail(x, { type: 'undecodable_source' });
     return ANSWERED;
   }

@@ -32,14 +32,35 @@ export interface VariantDescription {
   readonly headers: Record<string, string>;
 }
 
+/**
+ * An `f:hls` playlist's `Cache-Control`: its part URLs are signed with the current key, so a
+ * cache keeps it an hour, not a year (a rotated-out key would leave it linking 401s).
+ */
+export const PLAYLIST_CACHE_CONTROL = 'public, max-age=3600, no-transform';
+
+/** Whether `route` names an `f:hls` playlist (written, not rendered) rather than a variant. */
+export function isPlaylist(route: RenderRoute): boolean {
+  return route.options.format === 'hls' && route.options.hlsPart === undefined;
+}
+
+/** A playlist's ETag: its body carries the `exp` in every link, so the tag does too. */
+export function playlistEtag(key: string, exp: number | undefined): string {
+  return etagOf(exp === undefined ? key : cacheKey(`exp:${exp}`, key));
+}
+
 export function describeVariant(
   route: RenderRoute,
   canonical: string,
   nowS: number,
 ): VariantDescription {
   const key = cacheKey(route.normalized, canonical);
-  const etag = etagOf(key);
-  const cacheControl = clampCacheControl(IMMUTABLE_CACHE_CONTROL, route.request.exp, nowS);
+  const playlist = isPlaylist(route);
+  const etag = playlist ? playlistEtag(key, route.request.exp) : etagOf(key);
+  const cacheControl = clampCacheControl(
+    playlist ? PLAYLIST_CACHE_CONTROL : IMMUTABLE_CACHE_CONTROL,
+    route.request.exp,
+    nowS,
+  );
   const headers: Record<string, string> = {
     'content-type': contentTypeFor(route.options),
     'cache-control': cacheControl,
