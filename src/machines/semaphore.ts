@@ -12,10 +12,17 @@
  * - **`interactive` is never displaced**: a full queue gives an arrival the place of the newest
  *   waiter of the lowest class strictly below its own, or refuses it.
  * - **held/queued in every telemetry event are the values after that event.**
- * - **An orphan never makes a waiter wait**: a holder marked `orphaned` (its render goes on only
- *   for the variant store) is told `preempted` as soon as a waiter is queued that no free slot
- *   and no earlier preemption will serve; at most one preemption per waiter is outstanding.
- *   The preempted holder gives its slot back by the normal `release`, which grants the waiter.
+ * - **An orphan never makes a listener wait**: a holder marked `orphaned` (its render goes on
+ *   only for the variant store: a live render every client left, or warm work) is told
+ *   `preempted` as soon as an `interactive` waiter is queued that no free slot and no earlier
+ *   preemption will serve; at most one preemption per such waiter is outstanding. Waiters of
+ *   the lower classes never preempt: an orphan is already background work, and stopping one
+ *   background render to start another wastes the first. The victim is the orphan of the
+ *   lowest class, the last granted among those. The preempted holder gives its slot back by the
+ *   normal `release`, which grants the waiter.
+ * - **`promote` only raises**: a waiter moves to the tail of a higher class's FIFO (a listener
+ *   joined a render queued as warm work), never down; a holder is not moved (its listener
+ *   `adopted` it instead).
  *
  * ## Races
  * - *Capacity raised while waiters queue*: a request first grants what the new limit owes the
@@ -133,7 +140,9 @@ export type SemaphoreEvent =
   /** The holder now runs only for the store: it may be preempted for a waiter. Reply `ok`. */
   | ({ type: 'orphaned'; id: string } & CallEnvelope)
   /** The holder has a listener again: it is not to be preempted. Reply `ok`. */
-  | ({ type: 'adopted'; id: string } & CallEnvelope);
+  | ({ type: 'adopted'; id: string } & CallEnvelope)
+  /** A waiter moves up to `class` (a listener joined it); lower or equal: nothing. Reply `ok`. */
+  | ({ type: 'promote'; id: string; class: AdmissionClass } & CallEnvelope);
 
 export type SemaphoreTelemetryName =
   | 'acquired'
@@ -176,7 +185,8 @@ const LOWEST = ADMISSION_CLASSES.length - 1;
 /** One participant: a waiter linked into its class FIFO, then (same object) a holder. */
 export interface Slot {
   readonly id: string;
-  readonly rank: number;
+  /** Its class's rank; raised only by `promote`, while waiting. */
+  rank: number;
   /** When it asked; equal to `grantedAt` for an immediate grant. */
   readonly queuedAt: number;
   grantedAt: number;
@@ -246,15 +256,22 @@ export class SlotTable {
   }
 
   /**
-   * The yieldable holder not yet preempted that was granted last: it has rendered the least,
-   * so cancelling it wastes the least work, and older orphans, nearer their commit, finish.
+   * The yieldable holder not yet preempted of the lowest class, granted last among those: warm
+   * work yields before a listener's orphan, and the youngest has rendered the least, so
+   * cancelling it wastes the least work while older orphans, nearer their commit, finish.
    * O(capacity), and only called while some holder is yieldable.
    */
   preemptionVictim(): Slot | undefined {
     let victim: Slot | undefined;
     for (const slot of this.holders.values()) {
       if (!slot.yieldable || slot.preempted) continue;
-      if (victim === undefined || slot.grantedAt >= victim.grantedAt) victim = slot;
+      if (
+        victim === undefined ||
+        slot.rank > victim.rank ||
+        (slot.rank === victim.rank && slot.grantedAt >= victim.grantedAt)
+      ) {
+        victim = slot;
+      }
     }
     return victim;
   }
@@ -416,6 +433,7 @@ function telemetry(
 type RequestEvent = Extract<SemaphoreEvent, { type: 'request' }>;
 type IdEvent = Extract<SemaphoreEvent, { id: string }>;
 type TransferEvent = Extract<SemaphoreEvent, { type: 'transfer' }>;
+type PromoteEvent = Extract<SemaphoreEvent, { type: 'promote' }>;
 /** What a step hands XState: its emits, in order, and (for a call) one reply. */
 export type SemaphoreOutbox = Outbox<SemaphoreEmitted>;
 
@@ -478,15 +496,16 @@ function enqueueWaiter(out: SemaphoreOutbox, context: SemaphoreContext, event: R
 }
 
 /**
- * Orphans yield: while more waiters queue than free slots and preemptions already sent will
- * serve, the last-granted orphan not yet asked is told `preempted`. O(1) when none is marked.
+ * Orphans yield to listeners: while more `interactive` waiters queue than free slots and
+ * preemptions already sent will serve, an orphan not yet asked (`preemptionVictim`) is told
+ * `preempted`. O(1) when none is marked.
  */
 function preemptOrphans(out: SemaphoreOutbox, { table, config }: SemaphoreContext): void {
   if (table.yieldable === table.preempted) return;
   for (;;) {
     const limits = limitsOf(config);
     const free = Math.max(0, limits.capacity - table.holders.size);
-    if (table.waiters.size <= free + table.preempted) return;
+    if (table.depths[INTERACTIVE]! <= free + table.preempted) return;
     const victim = table.preemptionVictim();
     if (victim === undefined) return;
     victim.preempted = true;
@@ -634,6 +653,21 @@ export const semaphoreMachine = setup({
       preemptOrphans(enqueue, context);
       answer(enqueue, event, OK);
     }),
+    /** Moves the waiter to the tail of the higher class, then lets a listener preempt. */
+    promote: enqueueActions(({ context, event, enqueue }) => {
+      const { table } = context;
+      const { id, class: cls } = event as PromoteEvent;
+      const slot = table.waiters.get(id)!;
+      const rank = RANK[cls];
+      if (rank === undefined) throw new TypeError(`unknown admission class ${String(cls)}`);
+      if (rank < slot.rank) {
+        table.unlink(slot);
+        slot.rank = rank;
+        table.enqueue(slot);
+        preemptOrphans(enqueue, context);
+      }
+      answer(enqueue, event, OK);
+    }),
     answerUnknown: enqueueActions(({ event, enqueue }) =>
       answer(enqueue, event, { type: 'unknown' }),
     ),
@@ -683,6 +717,8 @@ export const semaphoreMachine = setup({
         // A render kept only for the store (and back): see "An orphan never makes a waiter wait".
         orphaned: [{ guard: 'isHolder', actions: 'markOrphaned' }, { actions: 'answerOk' }],
         adopted: [{ guard: 'isHolder', actions: 'markAdopted' }, { actions: 'answerOk' }],
+        // A listener joined a render queued as background work: it waits as a listener now.
+        promote: [{ guard: 'isWaiter', actions: 'promote' }, { actions: 'answerOk' }],
         retryAfter: { actions: 'answerRetryAfter' },
         stats: { actions: 'answerStats' },
       },

@@ -151,7 +151,7 @@ const semaphoreLimits = (capacity: number) => () => ({
 const semaphore: GraphModel<{ capacity: number }> = {
   name: 'semaphore',
   variant:
-    'capacity 1 or 2 (changed while running), queue 1, callers a (interactive), b (low), c (high)',
+    'capacity 1 or 2 (changed while running), queue 1, callers a (interactive), b (low or interactive), c (high)',
   machine: semaphoreMachine,
   provide: () => semaphoreMachine,
   env: () => ({ capacity: 1 }),
@@ -166,6 +166,8 @@ const semaphore: GraphModel<{ capacity: number }> = {
         request: [
           { type: 'request', id: 'a', callId: 1 },
           { type: 'request', id: 'b', class: 'low', callId: 2 },
+          // b again as a listener: only a listener's arrival makes an orphan yield.
+          { type: 'request', id: 'b', callId: 2 },
           { type: 'request', id: 'c', class: 'high', callId: 3 },
         ],
         release: [
@@ -192,6 +194,12 @@ const semaphore: GraphModel<{ capacity: number }> = {
         adopted: [
           { type: 'adopted', id: 'a', callId: 11 },
           { type: 'adopted', id: 'nobody' },
+        ],
+        // a listener joins b's queued render (up), c is never moved down, nobody is unknown.
+        promote: [
+          { type: 'promote', id: 'b', class: 'interactive', callId: 12 },
+          { type: 'promote', id: 'c', class: 'low' },
+          { type: 'promote', id: 'nobody', class: 'interactive' },
         ],
       }),
       { type: 'world.capacity', capacity: capacity === 1 ? 2 : 1 } as EventObject,
