@@ -288,10 +288,11 @@ const SMALL_CHUNK = Buffer.from('1');
 
 function renderCoordinator(
   admission: 'granted' | 'queued',
+  warm = false,
 ): GraphModel<{ semaphore: AnyActorRef }> {
   return {
     name: 'renderCoordinator',
-    variant: `admission ${admission}, subscribers s1 and s2, cap ${MAX_VARIANT_BYTES} bytes, backlog budget ${BACKLOG_BUDGET_BYTES} bytes`,
+    variant: `admission ${admission}${warm ? ' at class low, s1 a store subscriber (warm work)' : ''}, subscribers s1 and s2, cap ${MAX_VARIANT_BYTES} bytes, backlog budget ${BACKLOG_BUDGET_BYTES} bytes`,
     machine: renderCoordinatorMachine,
     provide: (io) => renderCoordinatorMachine.provide({ actors: { render: io.promise() } }),
     env: () => ({
@@ -303,6 +304,7 @@ function renderCoordinator(
       slotId: 'render-1',
       semaphore: env.semaphore,
       firstSubscriber: 's1',
+      ...(warm ? { firstSubscriberStore: true, admissionClass: 'low' as const } : {}),
       maxVariantBytes: () => MAX_VARIANT_BYTES,
       backlogBudget: createBacklogBudget(() => BACKLOG_BUDGET_BYTES),
       renderInput: {},
@@ -350,6 +352,7 @@ function renderCoordinator(
         capped(c.parked.length),
         c.info !== null,
         c.pid !== null,
+        c.promoted,
       ]);
     },
     clone: (s) => {
@@ -728,7 +731,11 @@ export const MODELS: Readonly<Record<string, readonly GraphModel<any>[]>> = {
   semaphore: [semaphore],
   probeLimiter: [probeLimiter],
   readiness: [readiness],
-  renderCoordinator: [renderCoordinator('granted'), renderCoordinator('queued')],
+  renderCoordinator: [
+    renderCoordinator('granted'),
+    renderCoordinator('queued'),
+    renderCoordinator('queued', true),
+  ],
   render: [render],
   probeCoordinator: [probeCoordinator],
   processSupervisor: [processSupervisor],
