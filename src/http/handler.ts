@@ -11,6 +11,8 @@
  * admission verdict 413/415 (`admissionVerdict`: what the encoders cannot take, or longer than
  * `AP_MAX_DURATION_S`) → render slot 429 → stream (the delivery chart, `machines/delivery.ts`).
  *
+ * `POST /warm` (only with a variant store; `stages/warm.ts`) checks each entry's path through
+ * the same stages a GET runs, and hands the valid ones to the warm service.
  * The waiting room's endpoints (`/api/v1/queue/*`) issue a ticket only for a join carrying a
  * signed render path, and name sessions only by cookies this process minted (`roomAccess.ts`).
  * A render whose session the room claimed (implicitly or not) sends one `runEnded` when done.
@@ -73,6 +75,7 @@ import { renderStage } from './stages/render.js';
 import { signatureStage } from './stages/signature.js';
 import { sourceStage, statStage } from './stages/source.js';
 import { describeVariant } from './stages/variant.js';
+import { warmStage } from './stages/warm.js';
 import { TurnBudget } from './turns.js';
 
 /**
@@ -157,6 +160,7 @@ function unsigned(
   if (path.startsWith('/api/v1/queue/') && services.waitingRoom) {
     return queueStage(x, ctx, path, method);
   }
+  if (path === '/warm') return warmStage(x, ctx, method);
   if (method !== 'GET' && method !== 'HEAD') {
     fail(x, { type: 'not_found', scope: 'route' });
     return true;
