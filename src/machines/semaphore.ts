@@ -207,6 +207,8 @@ export class SlotTable {
   /** Newest waiter of each class, indexed by rank. */
   readonly tails: (Slot | undefined)[] = [undefined, undefined, undefined, undefined];
   readonly depths: number[] = [0, 0, 0, 0];
+  /** Waiters displaced since start, by the rank they had (the live view shows them). */
+  readonly displaced: number[] = [0, 0, 0, 0];
   /** Holders marked yieldable, and how many of them were told `preempted`: O(1) checks. */
   yieldable = 0;
   preempted = 0;
@@ -348,6 +350,8 @@ export class SlotTable {
     for (let rank = INTERACTIVE; rank <= LOWEST; rank++) {
       for (let slot = this.heads[rank]; slot; slot = slot.next) copy.enqueue({ ...slot });
     }
+    for (let rank = INTERACTIVE; rank <= LOWEST; rank++)
+      copy.displaced[rank] = this.displaced[rank]!;
     copy.samples.set(this.samples);
     copy.sampleCount = this.sampleCount;
     copy.sampleNext = this.sampleNext;
@@ -604,6 +608,7 @@ export const semaphoreMachine = setup({
       const limits = limitsOf(config);
       const victim = table.victimFor(rankOf(event as RequestEvent))!;
       table.unlink(victim);
+      table.displaced[victim.rank]!++;
       const retryAfterS = estimateRetryAfterS(table, limits);
       enqueue.emit({
         type: 'notify',
