@@ -9,7 +9,8 @@
  * Ordering is read off a gate: ffmpeg is a script that waits while a hold file exists, then logs
  * its arguments (the trim tells which variant it is) and execs the real ffmpeg. With one render
  * slot the order of those lines is the order the semaphore granted slots. The last block is a
- * real-ffmpeg run without the gate: a warm of 100 entries ends with 100 stored variants.
+ * real-ffmpeg run without the gate: a warm of 100 entries ends with 100 stored variants. A node
+ * without a store has no warm route: test/http/stages/warm.test.ts.
  */
 import { chmod, mkdtemp, readFile, rm, stat, unlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -273,7 +274,7 @@ describe('admission classes over HTTP, one slot behind a gate', () => {
   });
 });
 
-describe('warming without a store, and a catalogue of 100 with real ffmpeg', () => {
+describe('a catalogue of 100 with real ffmpeg', () => {
   let h: Harness;
   let root: string;
 
@@ -289,20 +290,6 @@ describe('warming without a store, and a catalogue of 100 with real ffmpeg', () 
   afterAll(async () => {
     await h?.close();
     await rm(root, { recursive: true, force: true });
-  });
-
-  it('a node without a variant store has no warm route', async () => {
-    const bare = await startHarness({});
-    try {
-      const res = await fetch(`${bare.url}/warm`, {
-        method: 'POST',
-        body: JSON.stringify({ entries: [{ path: trimmed('0.5') }] }),
-      });
-      expect(res.status).toBe(404);
-      expect(await res.json()).toEqual({ error: 'not_found', message: 'No such resource' });
-    } finally {
-      await bare.close();
-    }
   });
 
   it('a warm of 100 entries ends with 100 stored variants, each a HIT', async () => {
