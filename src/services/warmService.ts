@@ -20,6 +20,9 @@
  * - **Warm work never makes a listener wait**: its renders are orphans from their first byte
  *   (preempted for a queued listener), a listener joining a queued one promotes it, and a live
  *   arrival into a full queue displaces the newest warm waiter (`machines/semaphore.ts`).
+ * - **Warm ffmpeg yields the CPU as well**: a render a job starts is `background`, so its ffmpeg
+ *   runs at the weakest niceness (19) beside a listener's (`AP_FFMPEG_NICE`). A listener who
+ *   joins a warm render that is already running is served by that ffmpeg, at that niceness.
  * - **At most `AP_WARM_ADMITTED` jobs are admitted at once**; the rest wait here, in order.
  * - **Every setback is reported and bounded**: displaced, refused (queue full) and preempted are
  *   recorded as `rejected(reason)` and retried after the semaphore's Retry-After doubled per
@@ -288,7 +291,7 @@ export class WarmService {
     let outcome: SubscribeOutcome;
     try {
       outcome = await this.#opts.renders.subscribe(
-        job.entry.request,
+        { ...job.entry.request, background: true },
         id,
         (message) => this.#onMessage(job, id, message),
         { class: job.entry.class, store: true },
