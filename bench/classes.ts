@@ -188,6 +188,10 @@ for (let r = 0; r < rounds; r++) {
   }
 }
 const status = proxy.warm!.status();
+const failures: Record<string, number> = {};
+for (const j of status.recent) {
+  if (j.state === 'failed') failures[j.failure ?? '?'] = (failures[j.failure ?? '?'] ?? 0) + 1;
+}
 const displaced = await metric('audio_proxy_render_displaced_total{class="low"}');
 const preempted = await metric('audio_proxy_render_orphans_preempted_total');
 await proxy.close();
@@ -205,6 +209,7 @@ row('loaded', loaded);
 console.log(
   `\nwarm: ${JSON.stringify(status.counts)}; displaced (low) ${displaced}; warm renders preempted for a listener ${preempted}`,
 );
+console.log(`warm failures (last ${status.recent.length} settled): ${JSON.stringify(failures)}`);
 const idleP99 = percentile(idle, 99);
 const loadP99 = percentile(loaded, 99);
 const bound = idleP99 * 1.1 + oneRender;
