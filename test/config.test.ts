@@ -153,6 +153,7 @@ describe('defaults', () => {
     warmAdmitted: 19, // 3 + ⌊32 / 2⌋
     warmAttempts: 6,
     warmBackoffMaxS: 30,
+    prefetchNextTrim: false,
     cookieSecure: false,
     backlogBudgetBytes: 256 * 1024 * 1024,
     hitCacheBytes: 64 * 1024 * 1024,
@@ -1165,6 +1166,7 @@ describe('one rejected value per variable', () => {
     AP_WARM_ADMITTED: { AP_WARM_ADMITTED: '0' },
     AP_WARM_ATTEMPTS: { AP_WARM_ATTEMPTS: 'many' },
     AP_WARM_BACKOFF_MAX_SECONDS: { AP_WARM_BACKOFF_MAX_SECONDS: '0' },
+    AP_PREFETCH_NEXT_TRIM: { AP_PREFETCH_NEXT_TRIM: 'maybe' },
     AP_WAITING_ROOM_HEARTBEAT_SECONDS: { AP_WAITING_ROOM_HEARTBEAT_SECONDS: 'x' },
     AP_WAITING_ROOM_MAX_LENGTH: { AP_WAITING_ROOM_MAX_LENGTH: '0' },
     AP_WAITING_ROOM_SLOTS: { AP_WAITING_ROOM_SLOTS: '0' },

@@ -152,6 +152,8 @@ export interface Config {
   readonly warmAttempts: number;
   /** Ceiling on a warm retry's backoff (s). @default 30 */
   readonly warmBackoffMaxS: number;
+  /** A MISS of `t:S:D` prefetches `t:S+D:D` at `low`. @default false */
+  readonly prefetchNextTrim: boolean;
   /** The waiting room's session cookie carries `Secure`. @default false */
   readonly cookieSecure: boolean;
   /** Bytes every render's backlog may hold in memory together. @default 256 MiB */

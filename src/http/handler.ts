@@ -69,6 +69,7 @@ import { hitStage } from './stages/hit.js';
 import { infoStage } from './stages/info.js';
 import { notModifiedStage } from './stages/notModified.js';
 import { optionsStage } from './stages/options.js';
+import { prefetchNextTrim } from './stages/prefetch.js';
 import { probeGateStage } from './stages/probeGate.js';
 import { queueStage } from './stages/queue.js';
 import { renderStage } from './stages/render.js';
@@ -227,7 +228,20 @@ async function route(x: Exchange, ctx: StageContext, method: string): Promise<vo
   // 8. probe gate and admission verdict
   const probe = await probeGateStage(x, ctx, resolved, parsed.options);
   if (probe === ANSWERED) return;
-  // 9. slot and stream
+  // 9. slot and stream (and, opt-in, the trim that continues this one, prefetched at `low`)
+  prefetchNextTrim(
+    x,
+    ctx,
+    rest,
+    parsed,
+    {
+      key: variant.key,
+      options: parsed.options,
+      source: resolved,
+      ...(probe.media ? { media: probe.media } : {}),
+    },
+    authorised.canonical,
+  );
   await renderStage(
     x,
     ctx,

@@ -115,6 +115,8 @@ export interface WarmEndpoints {
   submit(
     entries: readonly WarmRequestEntry[],
   ): Promise<readonly ({ readonly status: 'hit' | 'started' | 'rejected' } & object)[]>;
+  /** Renders a predicted variant at `low` (`AP_PREFETCH_NEXT_TRIM`); never waits for it. */
+  prefetch?(request: RenderRequest, path: string): Promise<object>;
 }
 
 /** What the handler needs from the waiting room (see services/waitingRoomService.ts). */

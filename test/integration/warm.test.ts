@@ -274,7 +274,7 @@ describe('admission classes over HTTP, one slot behind a gate', () => {
   });
 });
 
-describe('a catalogue of 100 with real ffmpeg', () => {
+describe('a catalogue of 100, and a trim continuing a trim, with real ffmpeg', () => {
   let h: Harness;
   let root: string;
 
@@ -285,6 +285,7 @@ describe('a catalogue of 100 with real ffmpeg', () => {
       AP_SERVE_MODE: 'proxy',
       AP_MAX_CONCURRENCY: '2',
       AP_QUEUE_SIZE: '8',
+      AP_PREFETCH_NEXT_TRIM: '1',
     });
   }, 30_000);
   afterAll(async () => {
@@ -320,4 +321,36 @@ describe('a catalogue of 100 with real ffmpeg', () => {
     expect(files.every((f) => f === 'HIT')).toBe(true);
     await stat(root);
   }, 150_000);
+
+  it('a MISS of t:S:D prefetches t:S+D:D at low; the listener who asks for it gets a HIT', async () => {
+    const first = await get(h.url, '/insecure/f:mp3/t:0:0.5/cb:pf/plain/local://stereo.wav');
+    expect(first.status).toBe(200);
+    expect(first.headers['x-audio-proxy']).toBe('MISS');
+    await waitFor(
+      async () =>
+        (await warmStatus(h)).recent.some(
+          (j) =>
+            j.path === '/f:mp3/t:0.5:0.5/cb:pf/plain/local://stereo.wav' && j.state === 'stored',
+        ),
+      20_000,
+      100,
+    );
+    const view = (await warmStatus(h)).recent.find((j) => j.path.includes('cb:pf'))!;
+    expect(view).toMatchObject({
+      reason: 'prefetch',
+      class: 'low',
+      history: ['started', 'stored'],
+    });
+    const next = await get(h.url, '/insecure/f:mp3/t:0.5:0.5/cb:pf/plain/local://stereo.wav');
+    expect(next.headers['x-audio-proxy']).toBe('HIT');
+    // a trim that would start at the source's end (3 s) predicts nothing
+    const last = await get(h.url, '/insecure/f:mp3/t:2.5:0.5/cb:pf/plain/local://stereo.wav');
+    expect(last.status).toBe(200);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(
+      (await warmStatus(h)).jobs
+        .concat((await warmStatus(h)).recent)
+        .some((j) => j.path.includes('t:3:')),
+    ).toBe(false);
+  }, 60_000);
 });

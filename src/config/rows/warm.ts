@@ -16,7 +16,7 @@ import {
   DEFAULT_WARM_MAX_ENTRIES,
   DEFAULT_WARM_MAX_PENDING,
 } from '../defaults.js';
-import { integer } from '../parsers.js';
+import { boolean, integer } from '../parsers.js';
 import { row, SECTIONS } from '../row.js';
 import { RULE } from '../rules.js';
 
@@ -68,5 +68,14 @@ export const WARM_ROWS = [
     rule: RULE.timeout,
     doc: "Ceiling on a warm retry's wait: the semaphore's `Retry-After`, doubled per attempt, at most this.",
     read: (v) => integer(v, DEFAULT_WARM_BACKOFF_MAX_S, 'timeout'),
+  }),
+  row({
+    name: 'AP_PREFETCH_NEXT_TRIM',
+    field: 'prefetchNextTrim',
+    section,
+    default: '`false`',
+    rule: RULE.boolean,
+    doc: 'With a variant store: a MISS of `t:S:D` prefetches `t:S+D:D` (same source and options) at class `low`, as warm work (preempted by any waiting listener).',
+    read: (v) => boolean(v, false),
   }),
 ] as const;

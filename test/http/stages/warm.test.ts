@@ -29,3 +29,21 @@ describe('warm stage', () => {
     expect(r.status).toBe(404);
   });
 });
+
+describe('the trim that continues a trim', () => {
+  it('moves t:S:D on by D, in canonical numbers; nothing continues past the end or without D', async () => {
+    const { nextTrimPath } = await import('../../../src/http/stages/prefetch.js');
+    expect(nextTrimPath('/f:mp3/t:0:30/plain/local://a.wav', 100)).toBe(
+      '/f:mp3/t:30:30/plain/local://a.wav',
+    );
+    expect(nextTrimPath('/f:mp3/t:0.1:0.2/plain/local://a.wav', undefined)).toBe(
+      '/f:mp3/t:0.3:0.2/plain/local://a.wav',
+    );
+    expect(nextTrimPath('/f:mp3/t:60:30/plain/local://a.wav', 100)).toBe(
+      '/f:mp3/t:90:30/plain/local://a.wav',
+    );
+    expect(nextTrimPath('/f:mp3/t:80:20/plain/local://a.wav', 100)).toBeUndefined();
+    expect(nextTrimPath('/f:mp3/t:30/plain/local://a.wav', 100)).toBeUndefined();
+    expect(nextTrimPath('/pr:podcast/plain/local://a.wav', 100)).toBeUndefined();
+  });
+});
