@@ -12,6 +12,7 @@
  * Exits 1 when the target is missed or a live request was refused.
  */
 import { execFileSync } from 'node:child_process';
+import diagnostics from 'node:diagnostics_channel';
 import { mkdtemp, rename, rm, stat } from 'node:fs/promises';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -66,6 +67,18 @@ const config = mutableConfig(
 const proxy = await createAudioProxy({ config, logger: pino({ level: 'silent' }) });
 const { url, metricsUrl } = await proxy.listen({ host: '127.0.0.1', port: 0, metricsPort: 0 });
 const base = new URL(url);
+// The semaphore's own account of each live request's wait for a slot (its `acquired` events).
+let phase: 'idle' | 'loaded' | 'none' = 'none';
+const slotWaits = { idle: [] as number[], loaded: [] as number[] };
+diagnostics.subscribe('audio_proxy.semaphore.acquired', (m) => {
+  const { measurements, metadata } = m as {
+    measurements: { wait?: number };
+    metadata: { class: string };
+  };
+  if (phase !== 'none' && metadata.class === 'interactive') {
+    slotWaits[phase].push(measurements.wait ?? 0);
+  }
+});
 
 /** Time to first byte and to the end of one GET, in ms; its status. */
 function timedGet(path: string): Promise<{ status: number; ttfb: number; total: number }> {
@@ -171,12 +184,16 @@ const idle: number[] = [];
 const loaded: number[] = [];
 let refused = 0;
 for (let r = 0; r < rounds; r++) {
+  phase = 'idle';
   const a = await liveBatch(liveN);
+  phase = 'none';
   idle.push(...a.ttfbs);
   refused += a.refused;
   const load = saturate();
   await saturated();
+  phase = 'loaded';
   const b = await liveBatch(liveN, saturated);
+  phase = 'none';
   loaded.push(...b.ttfbs);
   refused += b.refused;
   await load.stop();
@@ -206,6 +223,9 @@ console.log('\nlive time to first byte (ms)');
 console.log('phase       n    p50    p90    p99    max');
 row('idle', idle);
 row('loaded', loaded);
+console.log("\nof which: waiting for a render slot (ms, the semaphore's `acquired` wait)");
+row('idle', slotWaits.idle);
+row('loaded', slotWaits.loaded);
 console.log(
   `\nwarm: ${JSON.stringify(status.counts)}; displaced (low) ${displaced}; warm renders preempted for a listener ${preempted}`,
 );
