@@ -217,6 +217,35 @@ describe('admission classes over HTTP, one slot behind a gate', () => {
     for (const p of warmPaths.slice(1, 4)) expect(jobOf(p).history).toEqual(['started', 'stored']);
   }, 60_000);
 
+  it('a listener who asks for a variant still queued as warm work raises it: served first, no waiting at low', async () => {
+    await closeGate();
+    const paths = ['5.1', '5.2', '5.3'].map((t) => trimmed(t));
+    await warm(
+      h,
+      paths.map((path) => ({ path, class: 'low' })),
+    );
+    await waitFor(async () => (await metric(h, 'audio_proxy_render_queue_depth')) === 2);
+    const preempted = await metric(h, 'audio_proxy_render_orphans_preempted_total');
+    // joins the newest queued warm render: promoted to interactive, it preempts the warm holder
+    // and takes its slot (at the gate) ahead of the older low waiter
+    const live = get(h.url, paths[2]!);
+    await waitFor(
+      async () =>
+        (await metric(h, 'audio_proxy_render_orphans_preempted_total')) === preempted + 1 &&
+        (await metric(h, 'audio_proxy_render_queue_depth_by_class{class="low"}')) >= 1 &&
+        (await metric(h, 'audio_proxy_render_slots_held')) === 1,
+    );
+    await release();
+    const r = await live;
+    expect(r.status).toBe(200);
+    expect(r.headers['x-audio-proxy']).toBe('COALESCED');
+    expect((await gateOrder(log))[0]).toBe('5.3');
+    const done = await settled(paths);
+    expect(done.find((j) => j.path === paths[2])!.history).toEqual(['started', 'stored']);
+    expect(done.find((j) => j.path === paths[0])!.history).toContain('rejected(preempted)');
+    expect(done.every((j) => !paths.includes(j.path) || j.state === 'stored')).toBe(true);
+  }, 60_000);
+
   it('interactive is never displaced; every refusal carries Retry-After', async () => {
     await closeGate();
     // one holder and a full queue of listeners
