@@ -55,7 +55,7 @@ const BENCHES: Record<string, { file: string; flags?: string[]; about: string }>
   },
   classes: {
     file: 'classes.ts',
-    about: 'low/normal streams and interactive bursts: wait percentiles per class',
+    about: 'live TTFB over HTTP, idle vs a saturating POST /warm load at low (issue #19)',
   },
   supervisor: {
     file: 'supervisor/measure.ts',

@@ -78,6 +78,7 @@ import { createSlots } from './services/slots.js';
 import { createSupervisedPool, poolsChild } from './services/supervisedPool.js';
 import { TeeService } from './services/teeService.js';
 import { WaitingRoomService } from './services/waitingRoomService.js';
+import { WarmService, warmStatusRoute } from './services/warmService.js';
 import { resolveRemote } from './sources/remote.js';
 import { createVariantStore } from './store/index.js';
 import {
@@ -246,6 +247,16 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
   });
   const renders = system.get<RenderService>('renders');
   const probes = system.get<ProbeService>('probes');
+  // Warming (POST /warm, issue #19): only with a store, which is what it fills.
+  const warm = store
+    ? new WarmService({
+        renders,
+        store,
+        ...(tees ? { tees } : {}),
+        config: provider,
+        ...(cluster ? { claim: (key: string) => cluster.claimForWarm(key) } : {}),
+      })
+    : undefined;
 
   const metrics = new Metrics({
     ...(cluster ? { cluster: () => cluster.sample() } : {}),
@@ -287,6 +298,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
     ...(store ? { store } : {}),
     ...(cluster ? { cluster } : {}),
     ...(waitingRoom ? { waitingRoom: waitingRoom.endpoints() } : {}),
+    ...(warm ? { warm } : {}),
   });
 
   // Responses in flight are counted so close() can let them finish (up to its drain bound).
@@ -296,7 +308,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
   };
   const metricsHandler = metricsRouter({
     metrics,
-    routes: [liveView],
+    routes: warm ? [liveView, warmStatusRoute(warm)] : [liveView],
     notFound: () => errorResponse({ type: 'not_found', scope: 'route' }),
   });
 
@@ -309,6 +321,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
       listeners.stopAccepting();
       await cluster?.drain(); // peers stop choosing this node before its renders are cancelled
       await inFlight.drain(opts.drainMs ?? CLOSE_DRAIN_MS);
+      warm?.close(); // no new warm attempt; admitted ones end with their coordinators
       await system.stop();
       listeners.closeAll();
       for (const off of detachLogs) off?.();
@@ -343,5 +356,6 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
     capabilities,
     store,
     cluster,
+    warm,
   };
 }

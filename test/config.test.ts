@@ -148,6 +148,12 @@ describe('defaults', () => {
     waitingRoomHeartbeatS: 30,
     waitingRoomMaxLength: 100,
     waitingRoomSlots: 1, // ⌊3 / 2⌋
+    warmMaxEntries: 100,
+    warmMaxPending: 1000,
+    warmAdmitted: 19, // 3 + ⌊32 / 2⌋
+    warmAttempts: 6,
+    warmBackoffMaxS: 30,
+    prefetchNextTrim: false,
     cookieSecure: false,
     backlogBudgetBytes: 256 * 1024 * 1024,
     hitCacheBytes: 64 * 1024 * 1024,
@@ -194,6 +200,8 @@ describe('defaults', () => {
   });
 
   it('AP_COOKIE_SECURE is a boolean, off by default', () => {
+    expect(load({ AP_MAX_CONCURRENCY: '2', AP_QUEUE_SIZE: '6' }).warmAdmitted).toBe(5);
+    expect(load({ AP_WARM_ADMITTED: '40' }).warmAdmitted).toBe(40);
     expect(load({}).cookieSecure).toBe(false);
     expect(load({ AP_COOKIE_SECURE: 'on' }).cookieSecure).toBe(true);
     expect(() => load({ AP_COOKIE_SECURE: 'maybe' })).toThrow(/AP_COOKIE_SECURE must be/);
@@ -1153,6 +1161,12 @@ describe('one rejected value per variable', () => {
     AP_MAX_PROBES_PER_WORKER_POOL: { AP_MAX_PROBES_PER_WORKER_POOL: '1.5' },
     AP_WAITING_ROOM: { AP_WAITING_ROOM: 'sometimes' },
     AP_WAITING_ROOM_RESERVATION_SECONDS: { AP_WAITING_ROOM_RESERVATION_SECONDS: '0' },
+    AP_WARM_MAX_ENTRIES: { AP_WARM_MAX_ENTRIES: '0' },
+    AP_WARM_MAX_PENDING: { AP_WARM_MAX_PENDING: '-3' },
+    AP_WARM_ADMITTED: { AP_WARM_ADMITTED: '0' },
+    AP_WARM_ATTEMPTS: { AP_WARM_ATTEMPTS: 'many' },
+    AP_WARM_BACKOFF_MAX_SECONDS: { AP_WARM_BACKOFF_MAX_SECONDS: '0' },
+    AP_PREFETCH_NEXT_TRIM: { AP_PREFETCH_NEXT_TRIM: 'maybe' },
     AP_WAITING_ROOM_HEARTBEAT_SECONDS: { AP_WAITING_ROOM_HEARTBEAT_SECONDS: 'x' },
     AP_WAITING_ROOM_MAX_LENGTH: { AP_WAITING_ROOM_MAX_LENGTH: '0' },
     AP_WAITING_ROOM_SLOTS: { AP_WAITING_ROOM_SLOTS: '0' },

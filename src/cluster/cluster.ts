@@ -35,12 +35,14 @@
  * | `subscribed(request, outcome)` | counts a local render's slot in the registry |
  * | `sample()` | the metrics' cluster state |
  */
+
 import type { Agent, IncomingMessage, ServerResponse } from 'node:http';
 import type { Redis } from 'ioredis';
 import type { AnyActorRef } from 'xstate';
 import type { Config } from '../config/index.js';
 import type { RenderRequest, SubscribeOutcome } from '../core/request.js';
 import type { BeforeRenderOutcome, ClusterEndpoints } from '../http/services.js';
+import type { WarmClaim } from '../services/warmService.js';
 import type { ClusterSample } from '../telemetry/metrics.js';
 import { createCapacityRegistry, RESERVATION_LEASE_MS } from './capacityRegistry.js';
 import {
@@ -211,6 +213,18 @@ export class Cluster implements ClusterEndpoints {
         if (reservation) this.#releaseAdopted(reservation);
       },
     };
+  }
+
+  /**
+   * Warming (issue #19): claims `key` for this node like a MISS would, without relaying
+   * anything. `peer` when another node holds the claim (it renders the key); `local` otherwise
+   * (Redis trouble included: acting alone), released when the warm job settles.
+   */
+  async claimForWarm(key: string): Promise<WarmClaim> {
+    const claim = await this.#claims.acquire(key);
+    if (claim.type === 'owner' && !this.#closed) return { type: 'peer', nodeId: claim.nodeId };
+    const handle = claim.type === 'owned' ? claim.handle : undefined;
+    return { type: 'local', release: () => handle?.release() };
   }
 
   async handOff(

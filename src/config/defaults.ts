@@ -100,3 +100,12 @@ export type ServeMode = (typeof SERVE_MODES)[number];
 export type LogLevel = (typeof LOG_LEVELS)[number];
 export type LogFormat = (typeof LOG_FORMATS)[number];
 export type S3Addressing = (typeof S3_ADDRESSING_STYLES)[number];
+
+/** Entries one warm request may carry (`AP_WARM_MAX_ENTRIES`). */
+export const DEFAULT_WARM_MAX_ENTRIES = 100;
+/** Warm entries a node holds at once, in every state but settled (`AP_WARM_MAX_PENDING`). */
+export const DEFAULT_WARM_MAX_PENDING = 1_000;
+/** Attempts a warm entry gets (displaced, refused, preempted count) (`AP_WARM_ATTEMPTS`). */
+export const DEFAULT_WARM_ATTEMPTS = 6;
+/** Ceiling on one warm retry's backoff, in seconds (`AP_WARM_BACKOFF_MAX_SECONDS`). */
+export const DEFAULT_WARM_BACKOFF_MAX_S = 30;

@@ -23,6 +23,7 @@ import { SOURCE_ROWS } from './rows/sources.js';
 import { STORE_ROWS } from './rows/store.js';
 import { TELEMETRY_ROWS } from './rows/telemetry.js';
 import { WAITING_ROOM_ROWS } from './rows/waitingRoom.js';
+import { WARM_ROWS } from './rows/warm.js';
 
 /** `R` when its rows yield every field; otherwise a type naming the fields left without a row. */
 type Complete<R extends readonly ConfigRow[]> = [Exclude<FieldName, R[number]['field']>] extends [
@@ -57,6 +58,7 @@ export const CONFIG_ROWS = checked([
   ...STORE_ROWS,
   ...LIMIT_ROWS,
   ...WAITING_ROOM_ROWS,
+  ...WARM_ROWS,
   ...TELEMETRY_ROWS,
   ...S3_ROWS,
   ...EXECUTABLE_ROWS,

@@ -142,6 +142,18 @@ export interface Config {
   readonly waitingRoomMaxLength: number;
   /** Render slots the room may reserve or run tickets in; ≤ maxConcurrency − 1. @default ⌊maxConcurrency / 2⌋ */
   readonly waitingRoomSlots: number;
+  /** Entries one `POST /warm` may carry. @default 100 */
+  readonly warmMaxEntries: number;
+  /** Warm entries held at once. @default 1000 */
+  readonly warmMaxPending: number;
+  /** Warm renders admitted to the semaphore at once. @default maxConcurrency + ⌊queueSize / 2⌋ */
+  readonly warmAdmitted: number;
+  /** Attempts per warm entry. @default 6 */
+  readonly warmAttempts: number;
+  /** Ceiling on a warm retry's backoff (s). @default 30 */
+  readonly warmBackoffMaxS: number;
+  /** A MISS of `t:S:D` prefetches `t:S+D:D` at `low`. @default false */
+  readonly prefetchNextTrim: boolean;
   /** The waiting room's session cookie carries `Secure`. @default false */
   readonly cookieSecure: boolean;
   /** Bytes every render's backlog may hold in memory together. @default 256 MiB */

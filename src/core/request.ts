@@ -36,6 +36,11 @@ export interface RenderRequest {
   /** A cluster registry reservation this render was handed off with (a peer's full queue). */
   readonly clusterReservation?: string;
   readonly key: string;
+  /**
+   * Rendered only for the variant store (warm work, prefetch): its ffmpeg runs at the weakest
+   * niceness, so a listener's encode gets the CPU first while both run.
+   */
+  readonly background?: true;
   readonly options: RenderOptions;
   readonly source: ResolvedSource;
   /** The probe gate's findings about the source (absent only when no probe ran). */

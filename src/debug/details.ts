@@ -17,7 +17,7 @@
  * ## Events
  * | Chart | Fields |
  * |---|---|
- * | `semaphore` | held, capacity, queued, queueSize, queued_<class>, holders, waiters |
+ * | `semaphore` | held, capacity, queued, queueSize, queued_<class>, displaced_<class> (not interactive), holders, waiters |
  * | `probeLimiter` | held, capacity |
  * | `processSupervisor` | the supervisor's stats (state, generation, restarts, tasks…) |
  * | `renderCoordinator` | as any other, plus the render's `input` and `output` format |
@@ -63,6 +63,7 @@ function semaphoreDetails(ctx: SemaphoreContext): Details {
   };
   ADMISSION_CLASSES.forEach((cls, rank) => {
     out[`queued_${cls}`] = table.depth(rank);
+    if (rank > 0) out[`displaced_${cls}`] = table.displacedCount(rank);
   });
   out.holders = idList(table.holders.keys());
   out.waiters = idList(table.waiters.keys());

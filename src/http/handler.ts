@@ -12,6 +12,8 @@
  * admission verdict 413/415 (`admissionVerdict`: what the encoders cannot take, or longer than
  * `AP_MAX_DURATION_S`) → render slot 429 → stream (the delivery chart, `machines/delivery.ts`).
  *
+ * `POST /warm` (only with a variant store; `stages/warm.ts`) checks each entry's path through
+ * the same stages a GET runs, and hands the valid ones to the warm service.
  * The waiting room's endpoints (`/api/v1/queue/*`) issue a ticket only for a join carrying a
  * signed render path, and name sessions only by cookies this process minted (`roomAccess.ts`).
  * A render whose session the room claimed (implicitly or not) sends one `runEnded` when done.
@@ -69,12 +71,14 @@ import { infoStage } from './stages/info.js';
 import { notModifiedStage } from './stages/notModified.js';
 import { optionsStage } from './stages/options.js';
 import { playlistStage } from './stages/playlist.js';
+import { prefetchNextTrim } from './stages/prefetch.js';
 import { probeGateStage } from './stages/probeGate.js';
 import { queueStage } from './stages/queue.js';
 import { renderStage } from './stages/render.js';
 import { signatureStage } from './stages/signature.js';
 import { sourceStage, statStage } from './stages/source.js';
 import { describeVariant, isPlaylist } from './stages/variant.js';
+import { warmStage } from './stages/warm.js';
 import { TurnBudget } from './turns.js';
 
 /**
@@ -159,6 +163,7 @@ function unsigned(
   if (path.startsWith('/api/v1/queue/') && services.waitingRoom) {
     return queueStage(x, ctx, path, method);
   }
+  if (path === '/warm') return warmStage(x, ctx, method);
   if (method !== 'GET' && method !== 'HEAD') {
     fail(x, { type: 'not_found', scope: 'route' });
     return true;
@@ -232,7 +237,20 @@ async function route(x: Exchange, ctx: StageContext, method: string): Promise<vo
   // 8. probe gate and admission verdict
   const probe = await probeGateStage(x, ctx, resolved, parsed.options);
   if (probe === ANSWERED) return;
-  // 9. slot and stream
+  // 9. slot and stream (and, opt-in, the trim that continues this one, prefetched at `low`)
+  prefetchNextTrim(
+    x,
+    ctx,
+    rest,
+    parsed,
+    {
+      key: variant.key,
+      options: parsed.options,
+      source: resolved,
+      ...(probe.media ? { media: probe.media } : {}),
+    },
+    authorised.canonical,
+  );
   await renderStage(
     x,
     ctx,

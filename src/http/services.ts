@@ -69,6 +69,8 @@ export interface HandlerServices {
   readonly waitingRoom?: WaitingRoomEndpoints;
   /** Present when AP_CLUSTER_REDIS_URL is on (see cluster/cluster.ts). */
   readonly cluster?: ClusterEndpoints;
+  /** Present when a variant store is: `POST /warm` hands its valid entries here. */
+  readonly warm?: WarmEndpoints;
   /** True once `close()` has begun: every request but a preflight answers 503 `shutting_down`. */
   readonly stopping?: () => boolean;
 }
@@ -98,6 +100,23 @@ export interface ClusterEndpoints {
   ): Promise<
     { readonly type: 'relayed' } | { readonly type: 'refused'; readonly retryAfterS: number }
   >;
+}
+
+/** One valid warm entry: its path as given, its class, and what a GET of it would render. */
+export interface WarmRequestEntry {
+  readonly path: string;
+  readonly class: 'high' | 'normal' | 'low';
+  readonly request: RenderRequest;
+}
+
+/** What the handler needs from warming (see services/warmService.ts). */
+export interface WarmEndpoints {
+  /** One report per entry, in order: `hit`, `started` or `rejected`, with their fields. */
+  submit(
+    entries: readonly WarmRequestEntry[],
+  ): Promise<readonly ({ readonly status: 'hit' | 'started' | 'rejected' } & object)[]>;
+  /** Renders a predicted variant at `low` (`AP_PREFETCH_NEXT_TRIM`); never waits for it. */
+  prefetch?(request: RenderRequest, path: string): Promise<object>;
 }
 
 /** What the handler needs from the waiting room (see services/waitingRoomService.ts). */

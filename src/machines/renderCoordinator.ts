@@ -35,6 +35,12 @@
  *   slot's cost) or have to be resumable (it is not); re-rendering on the next miss is the whole
  *   price. Which orphan yields is the semaphore's choice (the last granted: least work lost).
  *
+ * - **Warm work is an orphan from the start** (issue #19): a render whose first subscriber is a
+ *   store subscriber (`firstSubscriberStore`, the warm service's job) tells the semaphore
+ *   `orphaned` on entering `rendering`, so a listener queued behind it preempts it at once.
+ * - **A listener never waits at a warm class**: a listener that joins a render still queued at a
+ *   class below `interactive` asks the semaphore to `promote` its waiter (once).
+ *
  * ## Races
  * - *Join vs. completion*: a joiner during the linger gets the whole backlog plus `done`.
  * - *Last subscriber leaves vs. render finishes*: either order ends in `stopped` with the slot
@@ -68,6 +74,7 @@ import {
 } from 'xstate';
 import type { RenderFailure, RenderInfo } from '../core/failure.js';
 import { answer, callerOf, type ReplyEvent } from '../core/protocol.js';
+import type { AdmissionClass } from './semaphore.js';
 
 /** A joiner within this window after completion is served from the backlog instead of a re-render. */
 export const LINGER_MS = 1_000; // catches requests already in flight; a miss re-renders: wasteful, never wrong
@@ -114,6 +121,10 @@ export interface RenderCoordinatorInput {
   readonly slotId: string;
   readonly semaphore: AnyActorRef;
   readonly firstSubscriber: string;
+  /** The first subscriber only fills the store (warm work): the render starts as an orphan. */
+  readonly firstSubscriberStore?: boolean;
+  /** The class the slot was asked at. @default 'interactive' */
+  readonly admissionClass?: AdmissionClass;
   /** Read on every chunk (config provider). */
   readonly maxVariantBytes: () => number;
   /** The budget all backlogs share (absent: backlogs are bounded by maxVariantBytes only). */
@@ -157,6 +168,9 @@ export interface RenderCoordinatorContext {
   readonly semaphore: AnyActorRef;
   readonly maxVariantBytes: () => number;
   readonly renderInput: unknown;
+  readonly admissionClass: AdmissionClass;
+  /** A listener joined while queued at a lower class and the waiter was promoted. */
+  promoted: boolean;
   readonly subscribers: Set<string>;
   /** The subscribers that joined with `store: true`: they never keep a slot from a listener. */
   readonly storeSubscribers: Set<string>;
@@ -212,6 +226,12 @@ export const renderCoordinatorMachine = setup({
       !context.subscribers.has(event.id) &&
       isOrphan(context),
     isOrphan: ({ context }) => isOrphan(context),
+    /** A listener joins while the slot is still asked at a class below `interactive`. */
+    promotesWaiter: ({ context, event }) =>
+      event.type === 'join' &&
+      event.store !== true &&
+      context.admissionClass !== 'interactive' &&
+      !context.promoted,
     overCap: ({ context, event }) =>
       event.type === 'render.chunk' &&
       context.bytes + event.data.length > context.maxVariantBytes(),
@@ -332,6 +352,18 @@ export const renderCoordinatorMachine = setup({
       ({ context }) => context.semaphore,
       ({ context }) => ({ type: 'orphaned', id: context.slotId }),
     ),
+    tellOrphanedIfOrphan: enqueueActions(({ context, enqueue }) => {
+      if (!isOrphan(context)) return;
+      enqueue.sendTo(context.semaphore, { type: 'orphaned', id: context.slotId });
+    }),
+    promoteSlot: enqueueActions(({ context, enqueue }) => {
+      context.promoted = true;
+      enqueue.sendTo(context.semaphore, {
+        type: 'promote',
+        id: context.slotId,
+        class: 'interactive',
+      });
+    }),
     tellAdopted: sendTo(
       ({ context }) => context.semaphore,
       ({ context }) => ({ type: 'adopted', id: context.slotId }),
@@ -356,8 +388,10 @@ export const renderCoordinatorMachine = setup({
     semaphore: input.semaphore,
     maxVariantBytes: input.maxVariantBytes,
     renderInput: input.renderInput,
+    admissionClass: input.admissionClass ?? 'interactive',
+    promoted: false,
     subscribers: new Set([input.firstSubscriber]),
-    storeSubscribers: new Set(),
+    storeSubscribers: new Set(input.firstSubscriberStore === true ? [input.firstSubscriber] : []),
     backlog: [],
     backlogBudget: input.backlogBudget ?? null,
     keptBytes: 0,
@@ -375,7 +409,17 @@ export const renderCoordinatorMachine = setup({
     },
     queued: {
       on: {
-        join: { actions: ['addSubscriber', { type: 'replyJoin', params: { state: 'queued' } }] },
+        join: [
+          {
+            guard: 'promotesWaiter',
+            actions: [
+              'addSubscriber',
+              { type: 'replyJoin', params: { state: 'queued' } },
+              'promoteSlot',
+            ],
+          },
+          { actions: ['addSubscriber', { type: 'replyJoin', params: { state: 'queued' } }] },
+        ],
         'slot.granted': { target: 'rendering' },
         'slot.displaced': {
           target: 'stopped',
@@ -425,7 +469,11 @@ export const renderCoordinatorMachine = setup({
       },
     },
     rendering: {
-      entry: ['broadcastRendering', { type: 'telemetry', params: { event: 'rendering' } }],
+      entry: [
+        'broadcastRendering',
+        { type: 'telemetry', params: { event: 'rendering' } },
+        'tellOrphanedIfOrphan',
+      ],
       invoke: {
         id: 'render',
         src: 'render',

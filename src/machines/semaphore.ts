@@ -12,10 +12,17 @@
  * - **`interactive` is never displaced**: a full queue gives an arrival the place of the newest
  *   waiter of the lowest class strictly below its own, or refuses it.
  * - **held/queued in every telemetry event are the values after that event.**
- * - **An orphan never makes a waiter wait**: a holder marked `orphaned` (its render goes on only
- *   for the variant store) is told `preempted` as soon as a waiter is queued that no free slot
- *   and no earlier preemption will serve; at most one preemption per waiter is outstanding.
- *   The preempted holder gives its slot back by the normal `release`, which grants the waiter.
+ * - **An orphan never makes a listener wait**: a holder marked `orphaned` (its render goes on
+ *   only for the variant store: a live render every client left, or warm work) is told
+ *   `preempted` as soon as an `interactive` waiter is queued that no free slot and no earlier
+ *   preemption will serve; at most one preemption per such waiter is outstanding. Waiters of
+ *   the lower classes never preempt: an orphan is already background work, and stopping one
+ *   background render to start another wastes the first. The victim is the orphan of the
+ *   lowest class, the last granted among those. The preempted holder gives its slot back by the
+ *   normal `release`, which grants the waiter.
+ * - **`promote` only raises**: a waiter moves to the tail of a higher class's FIFO (a listener
+ *   joined a render queued as warm work), never down; a holder is not moved (its listener
+ *   `adopted` it instead).
  *
  * ## Races
  * - *Capacity raised while waiters queue*: a request first grants what the new limit owes the
@@ -142,6 +149,8 @@ export type SemaphoreEvent = Stamped<
   | ({ type: 'orphaned'; id: string } & CallEnvelope)
   /** The holder has a listener again: it is not to be preempted. Reply `ok`. */
   | ({ type: 'adopted'; id: string } & CallEnvelope)
+  /** A waiter moves up to `class` (a listener joined it); lower or equal: nothing. Reply `ok`. */
+  | ({ type: 'promote'; id: string; class: AdmissionClass } & CallEnvelope)
 >;
 
 /** Every event may carry its `step`: see `SemaphoreStep`. */
@@ -337,6 +346,7 @@ function telemetry(
 type RequestEvent = Extract<SemaphoreEvent, { type: 'request' }>;
 type IdEvent = Extract<SemaphoreEvent, { id: string }>;
 type TransferEvent = Extract<SemaphoreEvent, { type: 'transfer' }>;
+type PromoteEvent = Extract<SemaphoreEvent, { type: 'promote' }>;
 /** What a step hands XState: its emits, in order, and (for a call) one reply. */
 export type SemaphoreOutbox = Outbox<SemaphoreEmitted>;
 
@@ -388,8 +398,9 @@ function queuedReply(
 }
 
 /**
- * Orphans yield: while more waiters queue than free slots and preemptions already sent will
- * serve, the last-granted orphan not yet asked is told `preempted`. O(1) when none is marked.
+ * Orphans yield to listeners: while more `interactive` waiters queue than free slots and
+ * preemptions already sent will serve, an orphan not yet asked (`SlotTable.preemptNext`) is
+ * told `preempted`. O(1) when none is marked.
  */
 function preemptOrphans(out: SemaphoreOutbox, { table, config }: SemaphoreContext): void {
   const { at, limits } = config.reading;
@@ -557,6 +568,17 @@ export const semaphoreMachine = setup({
       answer(enqueue, event, OK);
       endStep(config);
     }),
+    /** Moves the waiter to the tail of the higher class, then lets a listener preempt. */
+    promote: enqueueActions(({ context, event, enqueue }) => {
+      const { table, config } = context;
+      const { id, class: cls } = event as PromoteEvent;
+      const rank = RANK[cls];
+      if (rank === undefined) throw new TypeError(`unknown admission class ${String(cls)}`);
+      readingOf(config, event);
+      if (table.promote(id, rank)) preemptOrphans(enqueue, context);
+      answer(enqueue, event, OK);
+      endStep(config);
+    }),
     answerUnknown: enqueueActions(({ event, enqueue }) =>
       answer(enqueue, event, { type: 'unknown' }),
     ),
@@ -609,9 +631,11 @@ export const semaphoreMachine = setup({
         ],
         // A reserved slot handed to the request that claims it (the waiting room): 1 → 1.
         transfer: [{ guard: 'transferable', actions: 'transfer' }, { actions: 'answerUnknown' }],
-        // A render kept only for the store (and back): see "An orphan never makes a waiter wait".
+        // A render kept only for the store (and back): see "An orphan never makes a listener wait".
         orphaned: [{ guard: 'isHolder', actions: 'markOrphaned' }, { actions: 'answerOk' }],
         adopted: [{ guard: 'isHolder', actions: 'markAdopted' }, { actions: 'answerOk' }],
+        // A listener joined a render queued as background work: it waits as a listener now.
+        promote: [{ guard: 'isWaiter', actions: 'promote' }, { actions: 'answerOk' }],
         retryAfter: { actions: 'answerRetryAfter' },
         stats: { actions: 'answerStats' },
       },

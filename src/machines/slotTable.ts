@@ -49,6 +49,8 @@ export interface SlotView {
 
 /** One participant: a waiter linked into its class FIFO, then (same object) a holder. */
 interface Slot extends SlotView {
+  /** Raised only by `promote`, while waiting. */
+  rank: number;
   grantedAt: number;
   yieldable: boolean;
   preempted: boolean;
@@ -114,6 +116,8 @@ export class SlotTable {
   /** Newest waiter of each class, indexed by rank. */
   readonly #tails: (Slot | undefined)[] = [undefined, undefined, undefined, undefined];
   readonly #depths: number[] = [0, 0, 0, 0];
+  /** Waiters displaced since start, by the rank they had (the live view shows them). */
+  readonly #displaced: number[] = [0, 0, 0, 0];
   /** Holders marked yieldable, and how many of them were told `preempted`: O(1) checks. */
   #yieldable = 0;
   #preempted = 0;
@@ -135,6 +139,11 @@ export class SlotTable {
   /** Waiters of the class of `rank`. */
   depth(rank: number): number {
     return this.#depths[rank] ?? 0;
+  }
+
+  /** Waiters of the class of `rank` displaced since start. */
+  displacedCount(rank: number): number {
+    return this.#displaced[rank] ?? 0;
   }
 
   /** Waiters per class, indexed by rank (a copy: `depth(rank)` reads one without one). */
@@ -247,6 +256,7 @@ export class SlotTable {
     const victim = this.#victimFor(rank);
     if (victim === undefined) throw new RangeError(`slot table: nobody below rank ${rank} waits`);
     this.#unlink(victim);
+    this.#displaced[victim.rank]!++;
     left(victim);
     this.#link(arrival);
     return arrival;
@@ -298,23 +308,48 @@ export class SlotTable {
   }
 
   /**
-   * If more wait than the free slots and the preemptions already sent will serve, marks the
-   * yieldable holder not yet asked that was granted last (it rendered least; older orphans,
-   * nearer their commit, finish) as `preempted` and returns it. O(1) while none is yieldable.
+   * If more `interactive` waiters wait than the free slots and the preemptions already sent will
+   * serve, marks an orphan not yet asked as `preempted` and returns it: the yieldable holder of
+   * the lowest class (warm work yields before a listener's orphan), granted last among those (it
+   * rendered least; older orphans, nearer their commit, finish). Lower classes never preempt:
+   * stopping one background render to start another wastes the first. O(1) while none is
+   * yieldable, else O(capacity).
    */
   preemptNext(capacity: number): SlotView | undefined {
     if (this.#yieldable === this.#preempted) return undefined;
     const free = Math.max(0, capacity - this.#holders.size);
-    if (this.#waiters.size <= free + this.#preempted) return undefined;
+    if (this.#depths[INTERACTIVE]! <= free + this.#preempted) return undefined;
     let victim: Slot | undefined;
     for (const slot of this.#holders.values()) {
       if (!slot.yieldable || slot.preempted) continue;
-      if (victim === undefined || slot.grantedAt >= victim.grantedAt) victim = slot;
+      if (
+        victim === undefined ||
+        slot.rank > victim.rank ||
+        (slot.rank === victim.rank && slot.grantedAt >= victim.grantedAt)
+      ) {
+        victim = slot;
+      }
     }
     if (victim === undefined) return undefined;
     victim.preempted = true;
     this.#preempted++;
     return victim;
+  }
+
+  /**
+   * Moves waiter `id` to the tail of the FIFO of `rank` when that is higher than its own (a
+   * listener joined it); true if it moved. Never lowers a waiter, never touches a holder.
+   */
+  promote(id: string, rank: number): boolean {
+    const slot = this.#waiters.get(id);
+    if (slot === undefined || rank >= slot.rank) return false;
+    if (!(Number.isInteger(rank) && rank >= INTERACTIVE)) {
+      throw new RangeError(`admission rank must be 0..${LOWEST}, got ${rank}`);
+    }
+    this.#unlink(slot);
+    slot.rank = rank;
+    this.#link(slot);
+    return true;
   }
 
   /**
@@ -357,6 +392,8 @@ export class SlotTable {
     for (let rank = INTERACTIVE; rank <= LOWEST; rank++) {
       for (let slot = this.#heads[rank]; slot; slot = slot.next) copy.#link({ ...slot });
     }
+    for (let rank = INTERACTIVE; rank <= LOWEST; rank++)
+      copy.#displaced[rank] = this.#displaced[rank]!;
     copy.#samples.set(this.#samples);
     copy.#sampleCount = this.#sampleCount;
     copy.#sampleNext = this.#sampleNext;

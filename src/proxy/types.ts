@@ -17,6 +17,7 @@ import type { ProbeService } from '../services/probeService.js';
 import type { RenderService } from '../services/renderService.js';
 import type { SupervisedPool } from '../services/supervisedPool.js';
 import type { WaitingRoomService } from '../services/waitingRoomService.js';
+import type { WarmService } from '../services/warmService.js';
 import type { VariantStore } from '../store/index.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import type { EncoderCapabilities } from '../workers/capabilities.js';
@@ -104,4 +105,6 @@ export interface AudioProxy {
   readonly store: VariantStore | undefined;
   /** Cluster mode, or undefined when AP_CLUSTER_REDIS_URL is unset. */
   readonly cluster: Cluster | undefined;
+  /** Warming (`POST /warm`, `/debug/warm`); present only with a variant store. */
+  readonly warm: WarmService | undefined;
 }

@@ -3,6 +3,10 @@
  * queue's depth from the semaphore and asks the latch whether the node is ready (`GET /ready`).
  *
  * ## Invariants
+ * - **Only listeners' waiting counts** (issue #19): the depth judged is the `interactive` class's,
+ *   the one live requests use. Warm work queued at `high|normal|low` yields to every live
+ *   request (displaced, or preempted once running), so a queue full of it must not take the
+ *   node out of rotation.
  * - **Every uncertainty resolves to ready**: a depth read that fails or overruns
  *   `READINESS_DEPTH_TIMEOUT_MS` counts as depth 0, and a latch that does not answer within
  *   `READINESS_CHECK_TIMEOUT_MS` is answered `{ ready: true, queued: 0 }`. A node is taken out
@@ -26,7 +30,8 @@ export async function checkReady(
 ): Promise<ReadinessReply> {
   let queued = 0;
   try {
-    queued = (await semaphoreStats(semaphore, READINESS_DEPTH_TIMEOUT_MS)).queued;
+    queued = (await semaphoreStats(semaphore, READINESS_DEPTH_TIMEOUT_MS)).queuedByClass
+      .interactive;
   } catch {
     queued = 0; // every uncertainty resolves to ready
   }

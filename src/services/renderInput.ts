@@ -14,6 +14,7 @@
  * - **Peaks decode at the probed rate**, or at `PEAKS_FALLBACK_RATE_HZ` when the probe named
  *   none; the frame budget comes from the probed duration (0 when unknown).
  */
+import { MAX_NICE } from '../config/defaults.js';
 import type { Config } from '../config/index.js';
 import type { RenderRequest } from '../core/request.js';
 import type { RenderWorkerInput } from '../core/worker.js';
@@ -69,7 +70,8 @@ export function renderInputFor(
   const spec = {
     executable: ffmpegPath,
     timeoutMs: config.renderTimeoutS * 1000,
-    nice: config.ffmpegNice,
+    // Warm work yields the CPU too, not only its slot: the weakest niceness Linux knows.
+    nice: request.background ? MAX_NICE : config.ffmpegNice,
     openInput: open,
   };
   if (options.format !== 'peaks') {

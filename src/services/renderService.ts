@@ -54,7 +54,7 @@ export interface RenderServiceOptions {
   readonly renderLogic: AnyActorLogic;
   /** Builds the Render's input for a request (argv, executable, timeout…). */
   readonly renderInput: (request: RenderRequest) => unknown;
-  /** Admission class for renders started by this service. @default 'interactive' */
+  /** Admission class for renders started by this service, unless `subscribe` names one. @default 'interactive' */
   readonly admissionClass?: AdmissionClass;
   /** Treats a coordinator's XState error (a bug in a pure chart) as fatal. */
   readonly supervise?: (actor: AnyActorRef, name: string) => void;
@@ -67,6 +67,14 @@ export interface RenderServiceOptions {
 }
 
 let slotSeq = 0;
+
+/** How one subscriber takes part (the warm service's jobs; a live request passes nothing). */
+export interface SubscribeOptions {
+  /** The class a render this subscription starts asks its slot at. */
+  readonly class?: AdmissionClass;
+  /** The subscriber only fills the store: it never keeps a slot from a listener. */
+  readonly store?: boolean;
+}
 
 export class RenderService {
   readonly registry = new Registry<string, CoordinatorActor>();
@@ -99,19 +107,22 @@ export class RenderService {
     request: RenderRequest,
     subscriberId: string,
     onMessage: (message: SubscriberMessage) => void,
+    options: SubscribeOptions = {},
   ): Promise<SubscribeOutcome> {
     const outcome = await this.registry.startOrJoin<
       JoinReply & { type: 'joined' },
       JoinReply & { type: 'joined' },
       RenderFailure
     >(request.key, {
-      start: (key) => this.#start(key, request, subscriberId, onMessage),
+      start: (key) => this.#start(key, request, subscriberId, onMessage, options),
       join: async (actor, _key, signal) => {
         const off = inbox(actor, subscriberId, onMessage);
         try {
           const reply = await call<JoinReply>(
             actor,
-            { type: 'join', id: subscriberId },
+            options.store === true
+              ? { type: 'join', id: subscriberId, store: true }
+              : { type: 'join', id: subscriberId },
             { signal },
           );
           if (reply.type === 'stopping') {
@@ -157,6 +168,7 @@ export class RenderService {
     request: RenderRequest,
     subscriberId: string,
     onMessage: (message: SubscriberMessage) => void,
+    options: SubscribeOptions,
   ) {
     const { semaphore } = this.#opts;
     // Everything derived from the request is built before the semaphore is asked: a throw here
@@ -176,7 +188,7 @@ export class RenderService {
       else early.push(message);
     };
     const offSlot = inbox<SlotMessage>(semaphore, slotId, forward);
-    const cls = this.#opts.admissionClass;
+    const cls = options.class ?? this.#opts.admissionClass;
     type Admission =
       | { type: 'granted' }
       | { type: 'queued' }
@@ -218,6 +230,8 @@ export class RenderService {
           slotId,
           semaphore,
           firstSubscriber: subscriberId,
+          ...(options.store === true ? { firstSubscriberStore: true } : {}),
+          ...(cls ? { admissionClass: cls } : {}),
           maxVariantBytes: () => this.#opts.config.get().maxVariantBytes,
           ...(this.#opts.backlogBudget ? { backlogBudget: this.#opts.backlogBudget } : {}),
           renderInput,

@@ -229,6 +229,8 @@ export class TeeService {
   readonly #store: VariantStore;
   readonly #config: Config | ConfigProvider;
   readonly #live = new Set<TeeHandle>();
+  /** The newest live tee of each key: what `settled` waits for. */
+  readonly #byKey = new Map<string, TeeHandle>();
   readonly #inspect: AttachTeeOptions['inspect'];
   readonly #track: TeeServiceOptions['track'];
 
@@ -254,8 +256,12 @@ export class TeeService {
       ...(this.#inspect ? { inspect: this.#inspect } : {}),
     });
     this.#live.add(handle);
+    this.#byKey.set(key, handle);
     this.#track?.(handle.actor, `tee:${key}`);
-    void handle.done.then(() => this.#live.delete(handle));
+    void handle.done.then(() => {
+      this.#live.delete(handle);
+      if (this.#byKey.get(key) === handle) this.#byKey.delete(key);
+    });
     return handle;
   }
 
@@ -278,6 +284,14 @@ export class TeeService {
       onAttach?.(handle);
     });
     return () => subscription.unsubscribe();
+  }
+
+  /**
+   * What the live tee of `key` ends with (committed, aborted, write_failed), once its store
+   * write has settled; `undefined` when no tee of that key is live (none started, or settled).
+   */
+  settled(key: string): Promise<TeeOutput> | undefined {
+    return this.#byKey.get(key)?.done;
   }
 
   /** Resolves once every live tee settled, or after `timeoutMs`. */

@@ -59,6 +59,7 @@ export const RENDER_CHANNELS = {
   httpRequest: 'audio_proxy.http.request',
   semaphoreRejected: 'audio_proxy.semaphore.rejected',
   semaphorePreempted: 'audio_proxy.semaphore.preempted',
+  semaphoreDisplaced: 'audio_proxy.semaphore.displaced',
   internalError: 'audio_proxy.internal_error',
 } as const;
 

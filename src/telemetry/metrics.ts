@@ -40,7 +40,17 @@ const OUTCOMES = new Set([
 ]);
 const LOOKUPS = new Set(['hit', 'miss', 'coalesced']);
 const STAGES = new Set<string>(INTERNAL_ERROR_STAGES);
-const ENDPOINTS = new Set(['render', 'info', 'health', 'ready', 'metrics', 'preflight', 'unknown']);
+const DISPLACEABLE = new Set(['high', 'normal', 'low']);
+const ENDPOINTS = new Set([
+  'render',
+  'info',
+  'warm',
+  'health',
+  'ready',
+  'metrics',
+  'preflight',
+  'unknown',
+]);
 
 const closed = (set: Set<string>, value: unknown) =>
   typeof value === 'string' && set.has(value) ? value : 'unknown';
@@ -52,6 +62,8 @@ export interface GaugeSources {
     queued: number;
     capacity: number;
     queueSize: number;
+    /** Depth of each admission class (absent: no per-class series this scrape). */
+    queuedByClass?: Readonly<Record<string, number>>;
   }>;
   /** Coordinators registered (rendering, queued or lingering). */
   readonly rendersRunning: () => number;
@@ -126,6 +138,7 @@ export class Metrics {
   readonly #lookups: Counter<'format' | 'outcome'>;
   readonly #rejections: Counter;
   readonly #preempted: Counter;
+  readonly #displaced: Counter<'class'>;
   readonly #writeFailures: Counter;
   readonly #evictions: Counter;
   readonly #evictedBytes: Counter;
@@ -164,6 +177,13 @@ export class Metrics {
       help: 'Render requests refused because the wait queue was full (a lower bound on 429s).',
       registers,
     });
+    this.#displaced = new Counter({
+      name: 'audio_proxy_render_displaced_total',
+      help: 'Queued renders that lost their place to a higher admission class, by the class displaced.',
+      labelNames: ['class'],
+      registers,
+    });
+    for (const cls of ['high', 'normal', 'low']) this.#displaced.inc({ class: cls }, 0);
     this.#preempted = new Counter({
       name: 'audio_proxy_render_orphans_preempted_total',
       help: 'Renders kept only for the variant store that were told to yield their slot to a queued request.',
@@ -234,6 +254,23 @@ export class Metrics {
       (s) => s.queueSize,
     );
     new Gauge({
+      name: 'audio_proxy_render_queue_depth_by_class',
+      help: 'Renders waiting for a slot, by admission class (interactive: live requests; high, normal, low: warm work).',
+      labelNames: ['class'],
+      registers,
+      collect: async function (this: Gauge<'class'>) {
+        this.reset();
+        try {
+          const stats = await withDeadline(sources.slots(), SCRAPE_SAMPLE_TIMEOUT_MS);
+          for (const [cls, depth] of Object.entries(stats.queuedByClass ?? {})) {
+            this.set({ class: cls }, depth);
+          }
+        } catch {
+          // left out of this scrape
+        }
+      },
+    });
+    new Gauge({
       name: 'audio_proxy_renders_running',
       help: 'Render coordinators registered: rendering, queued or lingering.',
       registers,
@@ -286,6 +323,11 @@ export class Metrics {
     );
     this.#on(RENDER_CHANNELS.semaphoreRejected, () => this.#rejections.inc());
     this.#on(RENDER_CHANNELS.semaphorePreempted, () => this.#preempted.inc());
+    this.#on(RENDER_CHANNELS.semaphoreDisplaced, (m) =>
+      this.#displaced.inc({
+        class: closed(DISPLACEABLE, (m.metadata as { class?: unknown } | undefined)?.class),
+      }),
+    );
     this.#on(RENDER_CHANNELS.writeFailure, () => this.#writeFailures.inc());
     this.#on(VARIANT_STORE_CHANNELS.eviction, (m) => {
       this.#evictions.inc();

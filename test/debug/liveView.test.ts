@@ -99,6 +99,11 @@ describe('live view hub', () => {
     expect(v(busy).details).toMatchObject({ holders: 'one', waiters: 'two', queued: 1 });
     const fed = await sse.waitFor((r) => r.event === 'feed');
     expect(fed.data).toMatchObject({ channel: ACQUIRED, data: { held: 1, class: 'interactive' } });
+    // a full queue: a listener's arrival displaces the newest low waiter, and the view counts it
+    await call(rig.semaphore, { type: 'request', id: 'three', class: 'low' });
+    await call(rig.semaphore, { type: 'request', id: 'four' });
+    const displaced = await sse.waitFor((r) => isActor(r) && v(r).details.displaced_low === 1);
+    expect(v(displaced).details).toMatchObject({ queued_low: 1, queued_interactive: 1 });
 
     sse.close();
     await expect.poll(() => rig!.view.clients).toBe(0);

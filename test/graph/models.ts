@@ -155,7 +155,7 @@ const semaphoreLimits = (capacity: number) => () => ({
 const semaphore: GraphModel<{ capacity: number }> = {
   name: 'semaphore',
   variant:
-    'capacity 1 or 2 (changed while running), queue 1, callers a (interactive), b (low), c (high)',
+    'capacity 1 or 2 (changed while running), queue 1, callers a (interactive), b (low or interactive), c (high)',
   machine: semaphoreMachine,
   provide: () => semaphoreMachine,
   env: () => ({ capacity: 1 }),
@@ -170,6 +170,8 @@ const semaphore: GraphModel<{ capacity: number }> = {
         request: [
           { type: 'request', id: 'a', callId: 1 },
           { type: 'request', id: 'b', class: 'low', callId: 2 },
+          // b again as a listener: only a listener's arrival makes an orphan yield.
+          { type: 'request', id: 'b', callId: 2 },
           { type: 'request', id: 'c', class: 'high', callId: 3 },
         ],
         release: [
@@ -196,6 +198,12 @@ const semaphore: GraphModel<{ capacity: number }> = {
         adopted: [
           { type: 'adopted', id: 'a', callId: 11 },
           { type: 'adopted', id: 'nobody' },
+        ],
+        // a listener joins b's queued render (up), c is never moved down, nobody is unknown.
+        promote: [
+          { type: 'promote', id: 'b', class: 'interactive', callId: 12 },
+          { type: 'promote', id: 'c', class: 'low' },
+          { type: 'promote', id: 'nobody', class: 'interactive' },
         ],
       }),
       { type: 'world.capacity', capacity: capacity === 1 ? 2 : 1 } as EventObject,
@@ -284,10 +292,11 @@ const SMALL_CHUNK = Buffer.from('1');
 
 function renderCoordinator(
   admission: 'granted' | 'queued',
+  warm = false,
 ): GraphModel<{ semaphore: AnyActorRef }> {
   return {
     name: 'renderCoordinator',
-    variant: `admission ${admission}, subscribers s1 and s2, cap ${MAX_VARIANT_BYTES} bytes, backlog budget ${BACKLOG_BUDGET_BYTES} bytes`,
+    variant: `admission ${admission}${warm ? ' at class low, s1 a store subscriber (warm work)' : ''}, subscribers s1 and s2, cap ${MAX_VARIANT_BYTES} bytes, backlog budget ${BACKLOG_BUDGET_BYTES} bytes`,
     machine: renderCoordinatorMachine,
     provide: (io) => renderCoordinatorMachine.provide({ actors: { render: io.promise() } }),
     env: () => ({
@@ -299,6 +308,7 @@ function renderCoordinator(
       slotId: 'render-1',
       semaphore: env.semaphore,
       firstSubscriber: 's1',
+      ...(warm ? { firstSubscriberStore: true, admissionClass: 'low' as const } : {}),
       maxVariantBytes: () => MAX_VARIANT_BYTES,
       backlogBudget: createBacklogBudget(() => BACKLOG_BUDGET_BYTES),
       renderInput: {},
@@ -346,6 +356,7 @@ function renderCoordinator(
         capped(c.parked.length),
         c.info !== null,
         c.pid !== null,
+        c.promoted,
       ]);
     },
     clone: (s) => {
@@ -769,7 +780,11 @@ export const MODELS: Readonly<Record<string, readonly GraphModel<any>[]>> = {
   semaphore: [semaphore],
   probeLimiter: [probeLimiter],
   readiness: [readiness],
-  renderCoordinator: [renderCoordinator('granted'), renderCoordinator('queued')],
+  renderCoordinator: [
+    renderCoordinator('granted'),
+    renderCoordinator('queued'),
+    renderCoordinator('queued', true),
+  ],
   render: [render],
   probeCoordinator: [probeCoordinator],
   processSupervisor: [processSupervisor],

@@ -14,7 +14,13 @@ import {
   type SubscriberMessage,
 } from '../../../src/machines/renderCoordinator.js';
 
-function setup() {
+function setup(
+  extra: {
+    admission?: 'granted' | 'queued';
+    firstSubscriberStore?: boolean;
+    admissionClass?: 'low';
+  } = {},
+) {
   const render = { ref: null as AnyActorRef | null, received: [] as { type: string }[] };
   const semReceived: { type: string; id?: string }[] = [];
   const sem = createActor(
@@ -35,7 +41,9 @@ function setup() {
   const coordinator = createActor(machine, {
     input: {
       key: 'k1',
-      admission: 'granted',
+      admission: extra.admission ?? 'granted',
+      ...(extra.firstSubscriberStore ? { firstSubscriberStore: true } : {}),
+      ...(extra.admissionClass ? { admissionClass: extra.admissionClass } : {}),
       slotId: 'slot-1',
       semaphore: sem,
       firstSubscriber: 'client',
@@ -150,5 +158,40 @@ describe('renderCoordinator: orphans yield', () => {
     expect(messages.get('tee')!.at(-1)).toMatchObject({ type: 'done' });
     expect(render.received.some((e) => e.type === 'cancel')).toBe(false);
     expect(semSaid()).toEqual(['orphaned:slot-1', 'release:slot-1']);
+  });
+});
+
+describe('renderCoordinator: warm work (issue #19)', () => {
+  it('a render whose first subscriber fills the store is an orphan from its first byte', async () => {
+    const { coordinator, semSaid } = setup({ firstSubscriberStore: true, admissionClass: 'low' });
+    expect(coordinator.getSnapshot().value).toEqual({ rendering: 'streaming' });
+    expect(semSaid()).toEqual(['orphaned:slot-1']);
+    // a listener adopts it: it is no longer preempted for one
+    await call(coordinator, { type: 'join', id: 'listener' });
+    expect(semSaid()).toEqual(['orphaned:slot-1', 'adopted:slot-1']);
+    coordinator.stop();
+  });
+
+  it('queued warm work: a listener joining promotes the waiter once; granted, it is adopted, not orphaned', async () => {
+    const { coordinator, semSaid } = setup({
+      admission: 'queued',
+      firstSubscriberStore: true,
+      admissionClass: 'low',
+    });
+    await call(coordinator, { type: 'join', id: 'tee', store: true });
+    expect(semSaid()).toEqual([]);
+    await call(coordinator, { type: 'join', id: 'l1' });
+    await call(coordinator, { type: 'join', id: 'l2' });
+    expect(semSaid()).toEqual(['promote:slot-1']);
+    coordinator.send({ type: 'slot.granted' });
+    expect(semSaid()).toEqual(['promote:slot-1']); // listeners present: not an orphan
+    coordinator.stop();
+  });
+
+  it('a queued interactive render is never promoted', async () => {
+    const { coordinator, semSaid } = setup({ admission: 'queued' });
+    await call(coordinator, { type: 'join', id: 'l2' });
+    expect(semSaid()).toEqual([]);
+    coordinator.stop();
   });
 });

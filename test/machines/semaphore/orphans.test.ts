@@ -173,3 +173,47 @@ describe('orphans yield to waiters', () => {
     expect(preemptions(steps(moved, req('w')).out)).toEqual(['b']);
   });
 });
+
+describe('orphans yield to listeners only, and a promoted waiter is a listener (issue #19)', () => {
+  const warm = (id: string, cls: 'high' | 'normal' | 'low'): SemaphoreEvent => ({
+    type: 'request',
+    id,
+    class: cls,
+  });
+  const promote = (id: string, callId?: number): SemaphoreEvent => ({
+    type: 'promote',
+    id,
+    class: 'interactive',
+    callId,
+  });
+
+  it('a queued warm request never preempts an orphan; a listener does', () => {
+    const s = steps(boot(), req('a'), req('b'), orphaned('a'), orphaned('b'));
+    const lowWaits = steps(s.next, warm('w1', 'low'), warm('w2', 'high'));
+    expect(preemptions(lowWaits.out)).toEqual([]);
+    const listener = steps(lowWaits.next, req('L'));
+    expect(preemptions(listener.out)).toEqual(['b']);
+    // the orphan's release grants the listener, ahead of both warm waiters
+    expect(grants(steps(listener.next, rel('b')).out)).toEqual(['L']);
+  });
+
+  it('the orphan of the lowest class yields first, the youngest among equals', () => {
+    let s = boot();
+    s = steps(s, warm('w', 'low')).next;
+    clock = 5;
+    s = steps(s, req('a'), orphaned('w'), orphaned('a')).next;
+    expect(preemptions(steps(s, req('L')).out)).toEqual(['w']);
+  });
+
+  it('promote moves a waiter to the tail of the higher class and lets it preempt', () => {
+    const s = steps(boot(), req('a'), req('b'), orphaned('a'), warm('w1', 'low'), req('L1'));
+    expect(preemptions(s.out)).toEqual(['a']);
+    const up = steps(s.next, warm('w2', 'low'), promote('w2', 9));
+    expect(up.next.context.table.queueOrder()).toEqual(['L1', 'w2', 'w1']);
+    expect(up.out.slice(-1)).toEqual([{ type: 'reply', callId: 9, payload: { type: 'ok' } }]);
+    // no second orphan: nothing more to preempt, and a promote of a holder or nobody is a no-op
+    expect(preemptions(up.out)).toEqual([]);
+    const noop = steps(up.next, promote('a', 10), promote('nobody', 11));
+    expect(noop.next.context.table.queueOrder()).toEqual(['L1', 'w2', 'w1']);
+  });
+});

@@ -80,7 +80,7 @@ function step(s: Snapshot, event: SemaphoreEvent) {
 
 /**
  * A busy semaphore, built by unstamped steps: capacity 2 held by `a` (orphaned, and so already
- * told `preempted`) and `b`; `n` (normal) and `c` (low) waiting; holds of 1 s and 3 s recorded.
+ * told `preempted`) and `b`; `n` (interactive) and `c` (low) waiting; holds of 1 s and 3 s recorded.
  */
 function busy() {
   const w = world();
@@ -96,7 +96,7 @@ function busy() {
   go({ type: 'request', id: 'a' }, 5_000);
   go({ type: 'request', id: 'b' }, 6_000);
   go({ type: 'request', id: 'c', class: 'low' }, 7_000);
-  go({ type: 'request', id: 'n', class: 'normal' }, 7_500);
+  go({ type: 'request', id: 'n' }, 7_500); // interactive: a listener, so the orphan yields
   go({ type: 'orphaned', id: 'a' }, 8_000);
   expect(state(s).holders.map((h) => h.id)).toEqual(['a', 'b']);
   expect(state(s).queue).toEqual(['n', 'c']);

@@ -124,7 +124,7 @@ describe('release and drop', () => {
 });
 
 describe('orphans', () => {
-  it('preemptNext marks the last-granted orphan once per waiter no free slot serves', () => {
+  it('preemptNext marks the last-granted orphan once per interactive waiter no free slot serves', () => {
     const t = new SlotTable();
     t.grant('old', NORMAL, 1, 2);
     t.grant('new', NORMAL, 2, 2);
@@ -132,7 +132,9 @@ describe('orphans', () => {
     expect(t.orphan('new')).toBe(true);
     expect(t.orphan('nobody')).toBe(false);
     expect(t.preemptNext(2)).toBeUndefined(); // nobody waits
-    t.enqueue('w', NORMAL, 3, { capacity: 2, queueSize: 2 });
+    t.enqueue('bg', NORMAL, 3, { capacity: 2, queueSize: 3 });
+    expect(t.preemptNext(2)).toBeUndefined(); // background work never preempts background work
+    t.enqueue('w', 0, 3, { capacity: 2, queueSize: 3 });
     expect(t.preemptNext(2)?.id).toBe('new');
     expect(t.preemptNext(2)).toBeUndefined(); // one waiter, one preemption
     counted(t);
@@ -141,6 +143,39 @@ describe('orphans', () => {
     expect(t.preemptNext(2)?.id).toBe('old');
     t.release('old', 9); // a released orphan leaves its marks with it
     expect([t.yieldable, t.preempted]).toEqual([0, 0]);
+    counted(t);
+  });
+});
+
+describe('classes', () => {
+  it('promote only raises a waiter, to the tail of the higher FIFO', () => {
+    const t = new SlotTable();
+    t.grant('h', 0, 0, 1);
+    t.enqueue('i', 0, 1, { capacity: 1, queueSize: 4 });
+    t.enqueue('n', NORMAL, 2, { capacity: 1, queueSize: 4 });
+    t.enqueue('l', 3, 3, { capacity: 1, queueSize: 4 });
+    expect(t.promote('l', 3)).toBe(false); // same class: nothing
+    expect(t.promote('n', 3)).toBe(false); // never down
+    expect(t.promote('h', 0)).toBe(false); // holders are not moved
+    expect(t.promote('l', 0)).toBe(true);
+    expect(t.queueOrder()).toEqual(['i', 'l', 'n']);
+    expect([t.depth(0), t.depth(NORMAL), t.depth(3)]).toEqual([2, 1, 0]);
+    counted(t);
+  });
+
+  it('preemption picks the orphan of the lowest class first; displacements are counted', () => {
+    const t = new SlotTable();
+    t.grant('live', 0, 1, 2);
+    t.grant('warm', 3, 0, 2);
+    t.orphan('live');
+    t.orphan('warm');
+    t.enqueue('w', 0, 2, { capacity: 2, queueSize: 1 });
+    expect(t.preemptNext(2)?.id).toBe('warm'); // lower class, though granted earlier
+    t.drop('w');
+    t.enqueue('low', 3, 3, { capacity: 2, queueSize: 1 });
+    t.displace('x', 0, 4, 2, () => {});
+    expect([t.displacedCount(3), t.displacedCount(0)]).toEqual([1, 0]);
+    expect(t.clone().displacedCount(3)).toBe(1);
     counted(t);
   });
 });
