@@ -127,6 +127,8 @@ describe('defaults', () => {
     metricsBind: '127.0.0.1',
     metricsPort: 9568,
     allowOrigin: undefined,
+    flightRecorder: 0,
+    flightRecorderDir: undefined,
     s3: {
       endpoint: undefined,
       addressing: 'virtual',
