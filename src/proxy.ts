@@ -181,6 +181,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
       { name: 'pool:probe', actor: probePool.supervisor },
       ...(waitingRoom ? [{ name: 'waitingRoom', actor: waitingRoom.room }] : []),
     ],
+    ...(recorder ? { recording: () => recorder.recording('live') } : {}),
   });
   // Every named actor goes to the live view and, when it runs, to the recorder.
   const track = recorder

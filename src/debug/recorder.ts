@@ -117,7 +117,10 @@ export interface FlightRecorder {
 interface Info {
   readonly actor: string;
   chart: string | null;
-  name: string;
+  /** Given by `name()` (or read from a coordinator's key); else derived from the parent's. */
+  name: string | null;
+  /** XState's id of the actor within its parent (`render`, `worker`), or its session id. */
+  readonly local: string;
   readonly parent: string | null;
   /** Ring entries naming it. */
   inRing: number;
@@ -240,7 +243,8 @@ export function createFlightRecorder(options: FlightRecorderOptions): FlightReco
       info = {
         actor: id,
         chart: logicIdOf(actor),
-        name: parentRef ? `${infoOf(parentRef).name} › ${actor.id}` : actor.id,
+        name: null,
+        local: actor.id,
         parent,
         inRing: 0,
         ended: false,
@@ -307,11 +311,7 @@ export function createFlightRecorder(options: FlightRecorderOptions): FlightReco
     const raw = info.chart !== null ? detailsOf(info.chart, s.context) : {};
     const details: Record<string, Primitive> = {};
     for (const [k, v] of Object.entries(raw)) details[k] = typeof v === 'string' ? text(v) : v;
-    if (
-      info.chart === 'renderCoordinator' &&
-      info.name === actor.id &&
-      typeof raw.key === 'string'
-    ) {
+    if (info.chart === 'renderCoordinator' && info.name === null && typeof raw.key === 'string') {
       info.name = `renderCoordinator:${raw.key}`;
     }
     push({ seq: ++seq, t: now(), kind: 'snapshot', actor: info.actor, status, value, details });
@@ -322,7 +322,7 @@ export function createFlightRecorder(options: FlightRecorderOptions): FlightReco
       trip(
         'actor_error',
         info.actor,
-        `${info.name} failed: ${error instanceof Error ? error.message : String(error)}`,
+        `${info.name ?? info.local} failed: ${error instanceof Error ? error.message : String(error)}`,
       );
     } else if (info.chart === 'semaphore') {
       const queued = Number(raw.queued);
@@ -423,11 +423,17 @@ export function createFlightRecorder(options: FlightRecorderOptions): FlightReco
         named.add(p);
       }
     }
+    const nameOf = (info: Info, depth = 0): string => {
+      if (info.name !== null) return info.name;
+      const parent = info.parent === null ? undefined : infos.get(info.parent);
+      return parent && depth < 16 ? `${nameOf(parent, depth + 1)} › ${info.local}` : info.local;
+    };
     const actors: RecordedActor[] = [];
     for (const id of named) {
       const info = infos.get(id);
       if (info) {
-        actors.push({ actor: id, chart: info.chart, name: text(info.name), parent: info.parent });
+        const name = text(nameOf(info));
+        actors.push({ actor: id, chart: info.chart, name, parent: info.parent });
       }
     }
     return {
