@@ -20,7 +20,9 @@
  *   overwritten it), so a replay starts from the true state, not from nothing.
  * - Kinds: `actor` (created), `event` (delivered to `actor`, sent by `source` or from outside),
  *   `snapshot` (the actor's state after a step), `telemetry` (a diagnostics-channel message),
- *   `invariant` (a check failed here: the step just before it broke it).
+ *   `invariant` (a check failed here; `step` names the entry that broke it: the one just
+ *   before for a check run after every step, an earlier one for a check that waits, like a
+ *   slot that outlives its render).
  *
  * ## Invariants
  * - **Trust nothing read.** `parseRecording` accepts only this shape: known kinds, string ids,
@@ -85,6 +87,8 @@ export interface InvariantEntry extends EntryBase {
   /** The actor the check is about, if one. */
   readonly actor: string | null;
   readonly message: string;
+  /** The `seq` of the entry that broke it (a step earlier than this entry), if known. */
+  readonly step: number | null;
 }
 export type RecordingEntry =
   | ActorEntry
@@ -232,6 +236,7 @@ export function parseEntry(v: unknown, line: number): RecordingEntry {
         check: str(v.check, line, 'check'),
         actor: strOrNull(v.actor, line, 'actor'),
         message: str(v.message, line, 'message'),
+        step: v.step === undefined || v.step === null ? null : num(v.step, line, 'step'),
       };
     default:
       throw new RecordingError(line, `unknown kind ${JSON.stringify(String(v.kind)).slice(0, 40)}`);

@@ -23,8 +23,8 @@
  *     actor's observers, not the inspection API);
  *   - `queue_bound`: the semaphore admitted a waiter past its queue bound (queued rose while
  *     above `queueSize`; lowering the bound at run time is not a violation);
- *   - `slot_after_render`: a render coordinator ended and the semaphore still holds its slot
- *     `slotGraceMs` later;
+ *   - `slot_after_render`: a render coordinator's render is over (it `completed`, or the
+ *     coordinator ended) and the semaphore still holds its slot `slotGraceMs` later;
  *   - `internal_error`: a request stage reported an unhandled error on its channel.
  *   A failed check appends an `invariant` entry right after the step that broke it and saves
  *   the ring (at most once per check per `SAVE_INTERVAL_MS`).
@@ -172,7 +172,10 @@ export function createFlightRecorder(options: FlightRecorderOptions): FlightReco
   let nextId = 0;
   const trips = new Map<string, number>();
   const lastSaved = new Map<string, number>();
-  const pendingSlots = new Map<string, { readonly at: number; readonly actor: string }>();
+  const pendingSlots = new Map<
+    string,
+    { readonly at: number; readonly actor: string; readonly step: number }
+  >();
   let slotTimer: ReturnType<typeof setInterval> | null = null;
   let lastQueued = 0;
   let closed = false;
@@ -272,9 +275,10 @@ export function createFlightRecorder(options: FlightRecorderOptions): FlightReco
     return path;
   };
 
-  const trip = (check: string, actor: string | null, message: string) => {
+  /** Records a failed check; `step` is the entry that broke it (default: the one just pushed). */
+  const trip = (check: string, actor: string | null, message: string, step: number = seq) => {
     trips.set(check, (trips.get(check) ?? 0) + 1);
-    push({ seq: ++seq, t: now(), kind: 'invariant', check, actor, message: text(message) });
+    push({ seq: ++seq, t: now(), kind: 'invariant', check, actor, message: text(message), step });
     const at = wallClock();
     const last = lastSaved.get(check);
     if (last !== undefined && at - last < SAVE_INTERVAL_MS) return;
@@ -293,7 +297,8 @@ export function createFlightRecorder(options: FlightRecorderOptions): FlightReco
         trip(
           'slot_after_render',
           pending.actor,
-          `slot ${slotId} is still held ${Math.round(t - pending.at)} ms after its render coordinator ended`,
+          `slot ${slotId} is still held ${Math.round(t - pending.at)} ms after its render ended`,
+          pending.step,
         );
       }
     }
@@ -331,10 +336,15 @@ export function createFlightRecorder(options: FlightRecorderOptions): FlightReco
         trip('queue_bound', info.actor, `semaphore queued ${queued} waiters, bound ${bound}`);
       }
       lastQueued = queued;
-    } else if (info.chart === 'renderCoordinator' && status !== 'active' && options.semaphore) {
+    } else if (
+      info.chart === 'renderCoordinator' &&
+      (status !== 'active' || value === 'completed') &&
+      options.semaphore
+    ) {
+      // the render is over (its slot was released in the step that got here)
       const slotId = (s.context as { slotId?: unknown } | undefined)?.slotId;
-      if (typeof slotId === 'string') {
-        pendingSlots.set(slotId, { at: now(), actor: info.actor });
+      if (typeof slotId === 'string' && !pendingSlots.has(slotId)) {
+        pendingSlots.set(slotId, { at: now(), actor: info.actor, step: seq });
         if (slotTimer === null && !closed) {
           slotTimer = setInterval(checkSlots, SLOT_CHECK_INTERVAL_MS);
           slotTimer.unref?.();

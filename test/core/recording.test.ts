@@ -59,7 +59,15 @@ const sample: Recording = {
       channel: 'audio_proxy.semaphore.acquired',
       data: { held: 1, wait: 0 },
     },
-    { seq: 7, t: 3, kind: 'invariant', check: 'queue_bound', actor: 'a1', message: 'queued 3 > 2' },
+    {
+      seq: 7,
+      t: 3,
+      kind: 'invariant',
+      check: 'queue_bound',
+      actor: 'a1',
+      message: 'queued 3 > 2',
+      step: 5,
+    },
   ],
 };
 
