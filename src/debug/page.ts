@@ -29,6 +29,18 @@
  * | `#sem-held`, `#sem-queued`, `#sem-q-<class>` | the semaphore's counts |
  * | `#renders tr[data-key]` | one live render coordinator per key |
  * | `#conn[data-state=open]` | the event stream is connected |
+ * | `[data-state=ID].last` / `.failed` | an actor that just ended / failed was last in state ID |
+ * | `#sequence g[data-seq]`, `#mermaid` | the sequence diagram's arrows, its Mermaid text |
+ * | replay: `body[data-ready=true]` | the recording is loaded |
+ * | replay: `#step-info[data-seq][data-kind]` | the entry shown now |
+ * | replay: `#incident.shown[data-check]` | an invariant failed at or before this entry |
+ * | replay: `body[data-cause=true]` | the entry shown is the one that broke the invariant |
+ *
+ * ## Replay
+ * With `{ replay: true }` the page fetches `…/recording` once instead of opening the stream,
+ * and rebuilds every chart's state at the chosen entry from the recording's `initial` states
+ * and the snapshots up to it (an actor that ended within the last 40 entries stays, dimmed).
+ * Stepping moves by entry, within what the filters keep; the URL's `#seq=N` names the entry.
  */
 import type { ChartModel } from './chartModel.js';
 
@@ -65,6 +77,7 @@ tr.ended, .chip.ended { opacity: .45; text-decoration: line-through; }
 .state.type-parallel > .kids > .state { border-style: dashed; }
 .state.active { border-color: #1f7a3a; background: #e3f6e8; box-shadow: 0 0 0 2px #7dcf93; }
 .state.focus { box-shadow: 0 0 0 3px #e0a800; }
+.state.last { border-style: dashed; border-color: #1f7a3a; background: #f0faf2; }
 .state.failed { border-color: #b3261e; background: #fde3e1; box-shadow: 0 0 0 3px #e8837b; }
 #replay { position: sticky; top: 0; z-index: 5; background: #fff; border: 1px solid #d5d9df; border-radius: 6px; padding: 8px 10px; margin-bottom: 12px; }
 #replay .row { display: flex; flex-wrap: wrap; gap: 8px; align-items: center; margin: 2px 0; }
@@ -231,11 +244,16 @@ function paintCharts() {
     for (const a of live) for (const s of a.active) counts.set(s, (counts.get(s) || 0) + 1);
     const focused = focus && actors.get(focus);
     const failed = new Set();
-    for (const a of allViews()) if (a.chart === id && a.status === 'error') for (const s of a.active) failed.add(s);
+    const last = new Set();
+    for (const a of ended.values()) {
+      if (a.chart !== id) continue;
+      for (const s of a.active) (a.status === 'error' ? failed : last).add(s);
+    }
     for (const box of sec.querySelectorAll('.state')) {
       const n = counts.get(box.dataset.state) || 0;
       box.classList.toggle('active', n > 0);
       box.classList.toggle('failed', failed.has(box.dataset.state));
+      box.classList.toggle('last', n === 0 && last.has(box.dataset.state));
       box.querySelector('.badge').textContent = n > 1 ? '\u00D7' + n : '\u25CF';
       box.classList.toggle('focus', !!focused && focused.chart === id && focused.active.includes(box.dataset.state));
     }
@@ -445,6 +463,7 @@ let steps = [];     // indices into REC.entries the filters keep
 let pos = 0;        // index into steps
 let playing = null;
 let invariantAt = -1;
+let causeAt = -1;
 const scrub = document.getElementById('scrub');
 const info = document.getElementById('step-info');
 const logEl = document.getElementById('log');
@@ -464,7 +483,11 @@ function activeFor(chart, value) {
   }
   return out;
 }
-function nameOf(id) { return id === null ? 'HTTP' : (INFO.get(id) || { name: id }).name; }
+function nameOf(id) {
+  if (id === null) return 'HTTP';
+  const name = (INFO.get(id) || { name: id }).name;
+  return name.replace(/[0-9a-f]{24,}/g, (k) => k.slice(0, 8) + '…');
+}
 function viewOf(s) {
   const a = INFO.get(s.actor);
   const chart = a && CHART.get(a.chart);
@@ -514,14 +537,17 @@ function go(p) {
     li.dataset.seq = String(x.seq);
     li.addEventListener('click', () => go(k));
     logEl.append(li);
+    if (k === pos) requestAnimationFrame(() => { logEl.scrollTop = li.offsetTop - logEl.offsetTop - 60; });
   }
   const broken = invariantAt >= 0 && i >= invariantAt;
   incident.classList.toggle('shown', broken);
   if (broken) {
     const inv = REC.entries[invariantAt];
     incident.dataset.check = inv.check;
-    incident.textContent = 'Invariant ' + inv.check + ' failed at ' + at(invariantAt) + ': ' + inv.message + '. The step before it broke it: ' + describe(REC.entries[invariantAt - 1] || inv);
+    const cause = causeAt >= 0 ? REC.entries[causeAt] : inv;
+    incident.textContent = 'Invariant ' + inv.check + ' failed at ' + at(invariantAt) + ': ' + inv.message + '. The step that broke it, ' + at(causeAt >= 0 ? causeAt : invariantAt) + ': ' + describe(cause);
   }
+  document.body.dataset.cause = String(i === causeAt);
   location.replace('#seq=' + e.seq);
   drawSequence(e.seq);
 }
@@ -546,6 +572,12 @@ document.getElementById('step').addEventListener('click', () => { stop(); go(pos
 document.getElementById('step-back').addEventListener('click', () => { stop(); go(pos - 1); });
 document.getElementById('first').addEventListener('click', () => { stop(); go(0); });
 document.getElementById('last').addEventListener('click', () => { stop(); go(steps.length - 1); });
+document.getElementById('goto-cause').addEventListener('click', () => {
+  stop();
+  let p = steps.indexOf(causeAt);
+  if (p < 0) { p = 0; while (p + 1 < steps.length && steps[p + 1] <= causeAt) p++; }
+  if (causeAt >= 0) go(p);
+});
 document.getElementById('goto-incident').addEventListener('click', () => {
   stop();
   const p = steps.indexOf(invariantAt);
@@ -562,10 +594,16 @@ for (const id of ['f-request', 'f-key', 'f-actor']) {
 }
 document.getElementById('seq-draw').addEventListener('click', async () => { await loadSequence(); applyFilters(); });
 (async () => {
+  const hash = /^#seq=(\d+)$/.exec(location.hash); // read before the first step rewrites it
   REC = await (await fetch(BASE + '/recording')).json();
   for (const a of REC.header.actors) INFO.set(a.actor, a);
   invariantAt = REC.entries.findIndex((e) => e.kind === 'invariant');
   document.getElementById('goto-incident').disabled = invariantAt < 0;
+  if (invariantAt >= 0) {
+    const step = REC.entries[invariantAt].step;
+    causeAt = step === null || step === undefined ? invariantAt - 1 : REC.entries.findIndex((e) => e.seq === step);
+  }
+  document.getElementById('goto-cause').disabled = causeAt < 0;
   document.getElementById('rec-reason').textContent = REC.header.reason + ' \u00B7 ' + REC.entries.length + ' entries' + (REC.header.dropped ? ' (' + REC.header.dropped + ' older overwritten)' : '') + ' \u00B7 from ' + new Date(REC.header.timeOrigin + (REC.entries[0] ? REC.entries[0].t : 0)).toISOString();
   const params = new URLSearchParams(location.search);
   for (const name of ['request', 'key', 'actor']) if (params.get(name)) document.getElementById('f-' + name).value = params.get(name);
@@ -573,7 +611,6 @@ document.getElementById('seq-draw').addEventListener('click', async () => { awai
   if (params.get('actor')) document.getElementById('f-actor').value = params.get('actor');
   if (filterQuery().toString()) await loadSequence();
   applyFilters();
-  const hash = /^#seq=(\d+)$/.exec(location.hash);
   if (hash) { const i = REC.entries.findIndex((e) => e.seq === Number(hash[1])); const p = steps.indexOf(i); if (p >= 0) go(p); }
   redrawArrows();
   document.body.dataset.ready = 'true';
@@ -591,7 +628,7 @@ const REPLAY_BAR = `<div id="replay">
     <button id="play">Play</button><button id="step" title="next entry (→)">step &gt;</button><button id="last" title="last entry">&gt;|</button>
     <select id="speed" title="play speed"><option value="400">slow</option><option value="120" selected>normal</option><option value="20">fast</option></select>
     <input type="range" id="scrub" min="0" max="0" value="0">
-    <button id="goto-incident">go to the incident</button>
+    <button id="goto-incident">go to the incident</button><button id="goto-cause">go to the step that broke it</button>
   </div>
   <div class="row"><span id="step-info"></span></div>
   <div id="incident"></div>
