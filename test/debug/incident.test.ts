@@ -141,10 +141,8 @@ describe('a recorded incident', () => {
       const streaming = recording.entries.find(
         (e) => e.kind === 'snapshot' && e.value === 'rendering.streaming',
       )!;
-      await page.evaluate((seq) => {
-        location.hash = `#seq=${seq}`;
-        location.reload();
-      }, streaming.seq);
+      await page.goto(`${url}#seq=${streaming.seq}`);
+      await page.reload();
       await page.waitForSelector('body[data-ready=true]', { timeout: UI_TIMEOUT_MS });
       expect(await page.getAttribute('#step-info', 'data-seq')).toBe(String(streaming.seq));
       await page.waitForSelector(
@@ -193,11 +191,7 @@ describe('a recorded incident', () => {
         AP_FLIGHT_RECORDER_DIR: dir,
       });
       children.push(bin.child);
-      await waitFor(
-        () => bin.output().includes('audio-proxy listening'),
-        60_000,
-        50,
-      );
+      await waitFor(() => bin.output().includes('audio-proxy listening'), 60_000, 50);
       await waitFor(
         async () => {
           bin.child.kill('SIGUSR2');
