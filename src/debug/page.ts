@@ -437,7 +437,9 @@ function drawSequence(currentSeq) {
     if (now) g.setAttribute('class', 'now');
     const line = document.createElementNS(ns, 'path');
     const dir = x2 >= x1 ? 1 : -1;
-    line.setAttribute('d', 'M' + x1 + ',' + y + ' L' + x2 + ',' + y + ' M' + (x2 - dir * 6) + ',' + (y - 4) + ' L' + x2 + ',' + y + ' L' + (x2 - dir * 6) + ',' + (y + 4));
+    if (m.note) line.setAttribute('d', 'M' + (x1 - 50) + ',' + (y + 4) + ' L' + (x1 + 50) + ',' + (y + 4));
+    else line.setAttribute('d', 'M' + x1 + ',' + y + ' L' + x2 + ',' + y + ' M' + (x2 - dir * 6) + ',' + (y - 4) + ' L' + x2 + ',' + y + ' L' + (x2 - dir * 6) + ',' + (y + 4));
+    if (m.note) line.setAttribute('stroke-dasharray', '3 2');
     line.setAttribute('stroke', color); line.setAttribute('fill', 'none'); line.setAttribute('stroke-width', now ? '2' : '1.2');
     const t = document.createElementNS(ns, 'text');
     t.setAttribute('x', String((x1 + x2) / 2)); t.setAttribute('y', String(y - 3)); t.setAttribute('text-anchor', 'middle');

@@ -30,6 +30,8 @@ import type { EventEntry, Recording, RecordingEntry } from '../core/recording.js
 export const MAX_MESSAGES = 400;
 /** The participant standing for the world outside the actors. */
 export const OUTSIDE = 'http';
+/** The semaphore's telemetry channels' common prefix (`telemetry/channels.ts`). */
+const SEMAPHORE_CHANNEL = 'audio_proxy.semaphore.';
 
 export interface SequenceFilter {
   readonly key?: string | undefined;
@@ -52,6 +54,8 @@ export interface SequenceMessage {
   readonly label: string;
   /** How many identical arrows in a row this one stands for. */
   readonly count: number;
+  /** A note over `from` (a telemetry message of a drawn actor), not an arrow. */
+  readonly note?: boolean;
 }
 
 export interface Sequence {
@@ -150,7 +154,7 @@ export function sequenceOf(recording: Recording, filter: SequenceFilter): Sequen
   const coordinatorOfKey = (k: string | undefined) =>
     coordinators.find((c) => k !== undefined && keyOf(c) === k);
 
-  const raw: Omit<SequenceMessage, 'count'>[] = [];
+  const raw: (Omit<SequenceMessage, 'count'> & { note?: boolean })[] = [];
   const include = (e: RecordingEntry): e is EventEntry => {
     if (e.kind !== 'event') return false;
     if (e.source === e.actor) return false; // an actor's own promise settling: not a message
@@ -166,20 +170,48 @@ export function sequenceOf(recording: Recording, filter: SequenceFilter): Sequen
       target?.chart === 'semaphore' && typeof e.event.id === 'string' && slotIds.has(e.event.id)
     );
   };
+  // Telemetry of a semaphore drawn for itself (the actor filter) becomes notes over it.
+  const semaphore = [...involved].find((id) => byId.get(id)?.chart === 'semaphore');
+  // A promise or callback actor invoked again and again (a pool's `start`) is one lifeline.
+  const lane = (id: string): string => {
+    const a = byId.get(id);
+    return a && a.chart === null ? `lane:${a.name}` : id;
+  };
   for (const e of entries) {
+    if (
+      e.kind === 'telemetry' &&
+      semaphore !== undefined &&
+      e.channel.startsWith(SEMAPHORE_CHANNEL)
+    ) {
+      const what = e.channel.slice(SEMAPHORE_CHANNEL.length);
+      const cls = typeof e.data.class === 'string' ? ` (${e.data.class})` : '';
+      const label = `${what}${cls}: held ${e.data.held ?? '?'}, queued ${e.data.queued ?? '?'}`;
+      raw.push({ seq: e.seq, t: e.t, from: semaphore, to: semaphore, label, note: true });
+      continue;
+    }
     if (!include(e)) continue;
     let from = e.source ?? OUTSIDE;
     if (e.source === null && SUBSCRIBER_MESSAGES.has(e.event.type)) {
       const target = byId.get(e.actor);
       if (target?.chart === 'delivery') from = coordinatorOfKey(keyOf(e.actor)) ?? OUTSIDE;
     }
-    raw.push({ seq: e.seq, t: e.t, from, to: e.actor, label: messageLabel(e.event) });
+    raw.push({
+      seq: e.seq,
+      t: e.t,
+      from: lane(from),
+      to: lane(e.actor),
+      label: messageLabel(e.event),
+    });
   }
 
   const messages: SequenceMessage[] = [];
   let omitted = 0;
   for (const m of raw) {
     const last = messages.at(-1);
+    if (omitted > 0) {
+      omitted++; // past the bound, nothing is merged into the last arrow out of order
+      continue;
+    }
     if (last && last.from === m.from && last.to === m.to && last.label === m.label) {
       messages[messages.length - 1] = { ...last, count: last.count + 1 };
       continue;
@@ -193,8 +225,12 @@ export function sequenceOf(recording: Recording, filter: SequenceFilter): Sequen
 
   const used = new Set<string>();
   for (const m of messages) used.add(m.from).add(m.to);
+  const laneNames = new Map<string, string>();
+  for (const a of actors) if (a.chart === null) laneNames.set(`lane:${a.name}`, a.name);
   const roleOf = (id: string): string => {
     if (id === OUTSIDE) return 'http';
+    const laneName = laneNames.get(id);
+    if (laneName !== undefined) return laneName.endsWith('worker') ? 'worker' : 'other';
     const a = byId.get(id);
     if (a?.chart) return a.chart;
     return a?.name.endsWith('worker') ? 'worker' : 'other';
@@ -211,7 +247,10 @@ export function sequenceOf(recording: Recording, filter: SequenceFilter): Sequen
   const participants = [...used]
     .sort((a, b) => rank(a) - rank(b) || (firstSeen.get(a) ?? 0) - (firstSeen.get(b) ?? 0))
     .map(
-      (id): Participant => ({ id, label: participantLabel(id, roleOf(id), byId.get(id)?.name) }),
+      (id): Participant => ({
+        id,
+        label: participantLabel(id, roleOf(id), laneNames.get(id) ?? byId.get(id)?.name),
+      }),
     );
   return { involved: [...involved], participants, messages, omitted };
 }
@@ -220,6 +259,7 @@ function participantLabel(id: string, role: string, name: string | undefined): s
   if (id === OUTSIDE) return 'HTTP';
   if (role === 'delivery' && name?.startsWith('delivery:')) return `delivery ${name.slice(9)}`;
   if (role === 'renderCoordinator') return 'coordinator';
+  if (role === 'processSupervisor' && name) return `supervisor ${name}`;
   if (role === 'worker') return 'worker';
   if (role === 'other' && name) return name.split(' › ').at(-1) ?? name;
   return role;
@@ -249,7 +289,8 @@ export function toMermaid(sequence: Sequence): string {
   }
   for (const m of sequence.messages) {
     const label = safe(m.count > 1 ? `${m.label} ×${m.count}` : m.label) || 'message';
-    lines.push(`  ${alias.get(m.from)}->>${alias.get(m.to)}: ${label}`);
+    if (m.note) lines.push(`  Note over ${alias.get(m.from)}: ${label}`);
+    else lines.push(`  ${alias.get(m.from)}->>${alias.get(m.to)}: ${label}`);
   }
   if (sequence.omitted > 0) {
     lines.push(
