@@ -4,7 +4,8 @@
  *  R1  semaphore cycles (request → grant → release, 4 callers, 2 slots, the real client and
  *      `publishTelemetry`, as bench/semaphore.ts): `off` (the actor created without an
  *      observer: what the proxy does when `AP_FLIGHT_RECORDER=0`) vs `on` (a recorder of 65,536
- *      entries as the observer, and on the channels). Each measurement in a fresh child process,
+ *      entries as the observer, and on the channels), and `no-op` (an observer that does nothing:
+ *      what XState's inspection costs by itself). Each measurement in a fresh child process,
  *      the order rotating per round; medians. Reported: ns per cycle both ways, entries per
  *      cycle, and the difference per entry.
  *  R2  MISS renders through a real proxy (a 2 s mono wav to a 1 s mp3, one at a time, each URL
@@ -51,12 +52,14 @@ const median = (xs: readonly number[]) => {
 
 // --- R1: semaphore cycles, in a child per measurement ------------------------------------------
 
-async function childCycles(mode: 'off' | 'on'): Promise<void> {
+async function childCycles(mode: 'off' | 'noop' | 'on'): Promise<void> {
   const recorder =
     mode === 'on' ? createFlightRecorder({ capacity: RING, dir: tmpdir() }) : undefined;
+  // `noop`: an observer that does nothing, i.e. what XState's inspection costs by itself
+  const observer = mode === 'noop' ? () => {} : recorder?.observer;
   const sem = createActor(semaphoreMachine, {
     input: { capacity: CAPACITY, queueSize: CALLERS, telemetry: wantedOn(SEMAPHORE_PREFIX) },
-    ...(recorder ? { inspect: recorder.observer } : {}),
+    ...(observer ? { inspect: observer } : {}),
   });
   sem.start();
   const detach = publishTelemetry(sem, SEMAPHORE_PREFIX);
@@ -85,12 +88,14 @@ async function childCycles(mode: 'off' | 'on'): Promise<void> {
   process.stdout.write(`${JSON.stringify({ ns, entries })}\n`);
 }
 
-function measureCycles(): { off: number; on: number; entries: number } {
+function measureCycles(): { off: number; noop: number; on: number; entries: number } {
   const off: number[] = [];
+  const noop: number[] = [];
   const on: number[] = [];
   let entries = 0;
+  const modes = ['off', 'noop', 'on'] as const;
   for (let round = 0; round < ROUNDS; round++) {
-    const order = round % 2 === 0 ? (['off', 'on'] as const) : (['on', 'off'] as const);
+    const order = [...modes.slice(round % 3), ...modes.slice(0, round % 3)];
     for (const mode of order) {
       const r = spawnSync(
         process.execPath,
@@ -109,11 +114,11 @@ function measureCycles(): { off: number; on: number; entries: number } {
         ns: number;
         entries: number;
       };
-      (mode === 'off' ? off : on).push(m.ns);
+      (mode === 'off' ? off : mode === 'noop' ? noop : on).push(m.ns);
       if (mode === 'on') entries = m.entries;
     }
   }
-  return { off: median(off), on: median(on), entries };
+  return { off: median(off), noop: median(noop), on: median(on), entries };
 }
 
 // --- R2: MISS renders through a real proxy -----------------------------------------------------
@@ -195,7 +200,8 @@ async function measureMisses(): Promise<{
 }
 
 if (process.argv.includes('--child')) {
-  await childCycles(process.argv[process.argv.indexOf('--child') + 1] === 'on' ? 'on' : 'off');
+  const mode = process.argv[process.argv.indexOf('--child') + 1];
+  await childCycles(mode === 'on' ? 'on' : mode === 'noop' ? 'noop' : 'off');
 } else {
   const load0 = loadAvg();
   const cycles = measureCycles();
@@ -204,11 +210,12 @@ if (process.argv.includes('--child')) {
     `R1 semaphore, ${CYCLES} cycles × ${ROUNDS} rounds (medians), load ${load0.toFixed(1)}`,
   );
   console.log(
-    `  off ${cycles.off.toFixed(0)} ns/cycle   on ${cycles.on.toFixed(0)} ns/cycle   (${(cycles.on / cycles.off).toFixed(2)}×)`,
+    `  off ${cycles.off.toFixed(0)} ns/cycle   no-op observer ${cycles.noop.toFixed(0)} ns/cycle   on ${cycles.on.toFixed(0)} ns/cycle   (${(cycles.on / cycles.off).toFixed(2)}×)`,
   );
   console.log(
     `  ${cycles.entries.toFixed(1)} entries/cycle → ${perEntryNs.toFixed(0)} ns per entry`,
   );
+  if (RENDERS === 0) process.exit(0);
   const misses = await measureMisses();
   const cpuPerEntryUs = ((misses.on.cpu - misses.off.cpu) * 1000) / misses.entries;
   console.log(
@@ -226,6 +233,7 @@ if (process.argv.includes('--child')) {
   report('recorder', {
     cyclesOffNs: cycles.off,
     cyclesOnNs: cycles.on,
+    cyclesNoopNs: cycles.noop,
     entriesPerCycle: cycles.entries,
     perEntryNs,
     missOffWallMs: misses.off.wall,
