@@ -74,6 +74,14 @@ describe('a recorded incident', () => {
         expect(download.headers['content-type']).toContain('application/x-ndjson');
         const live = parseRecording(download.body.toString());
         expect(live.entries.some((e) => e.kind === 'invariant')).toBe(true);
+        // the live page draws the same flow from the ring
+        const key = live.header.actors
+          .find((a) => a.chart === 'renderCoordinator')!
+          .name.slice('renderCoordinator:'.length);
+        const seq = await get(h.metricsUrl, `/debug/actors/sequence?key=${key}`);
+        expect(seq.status).toBe(200);
+        const drawn = JSON.parse(seq.body.toString()) as { mermaid: string };
+        expect(drawn.mermaid).toMatch(/->>P\d+: release render-\d+/);
         // the incident over, the slot is given back so the proxy closes clean
         deliver({ type: 'release', id: lost! });
       } finally {
