@@ -5,6 +5,7 @@
  *   audio-proxy demo [--port N]                 run on 127.0.0.1:4000 over a generated library
  *   audio-proxy inspect [--inspector-port N] [--inspector-host IP]   the demo, streamed to a relay
  *   audio-proxy sign [--encoded] <path>         print the signed path (the first AP_KEY/AP_SALT pair)
+ *   audio-proxy replay [--host IP] [--port N] FILE   the live page over a flight recording
  *   audio-proxy --version | --help | <command> --help
  *
  * ## Invariants
@@ -43,6 +44,13 @@ import {
   loadConfig,
 } from './config/index.js';
 import { ENCODED_URL_PATH, toUrlPath } from './core/rawPath.js';
+import {
+  DEFAULT_REPLAY_HOST,
+  DEFAULT_REPLAY_PORT,
+  type ReplayServer,
+  readRecording,
+  startReplay,
+} from './debug/replay.js';
 import { demoUrls, ensureDemoLibrary } from './demo.js';
 import { sign } from './http/signature.js';
 import {
@@ -73,6 +81,7 @@ commands:
   demo       run on http://127.0.0.1:4000 over a built-in demo library (no config needed)
   inspect    the demo, with every actor streamed to a Stately inspector relay
   sign       print the signed path for "/<options>/<source>" using AP_KEY and AP_SALT
+  replay     serve the live page over a flight recording (scrub, step, sequence diagrams)
 
 options:
   -h, --help     print this help (or, after a command, that command's help)
@@ -98,7 +107,8 @@ Runs the proxy with the AP_* environment (docs/configuration.md).
   -h, --help  print this help
 
 A flag wins over its variable. SIGTERM or SIGINT drains: new requests answer 503, responses in
-flight get up to ${CLOSE_DRAIN_MS / 1000} s; a second signal exits at once.
+flight get up to ${CLOSE_DRAIN_MS / 1000} s; a second signal exits at once. With AP_FLIGHT_RECORDER
+set, SIGUSR2 saves the recorder's ring to AP_FLIGHT_RECORDER_DIR (the path is logged).
 `,
     options: {
       host: { type: 'string' },
@@ -151,6 +161,21 @@ a client sends.
   -h, --help  print this help
 `,
     options: { encoded: { type: 'boolean' } },
+    positionals: 1,
+  },
+  replay: {
+    usage: `usage: audio-proxy replay [--host IP] [--port N] FILE
+
+Serves the live actors page over a recording (docs/concurrency-replay.md): a timeline scrubber,
+play/pause, step by entry, filters (one request, cache key or actor), the sequence diagram of the
+filtered flow and its Mermaid text. FILE is what the flight recorder wrote (GET /debug/recording,
+SIGUSR2, or an invariant trip) or a failing simulator seed. Offline: nothing is fetched.
+
+  --host IP   the address (default ${DEFAULT_REPLAY_HOST}: this host only)
+  --port N    the port (default ${DEFAULT_REPLAY_PORT}; 0 picks a free one)
+  -h, --help  print this help
+`,
+    options: { host: { type: 'string' }, port: { type: 'string' } },
     positionals: 1,
   },
 };
@@ -211,6 +236,15 @@ function hostFlag(command: string, value: string | undefined, flag: string): str
   return value;
 }
 
+/** SIGUSR2 saves the flight recorder's ring (when it runs); the path is logged by the proxy. */
+function saveOnSignal(proxy: AudioProxy): void {
+  const recorder = proxy.recorder;
+  if (recorder === undefined) return;
+  process.on('SIGUSR2', () => {
+    recorder.save('signal');
+  });
+}
+
 function onSignals(close: () => Promise<void>) {
   let closing = false;
   const handler = (signal: NodeJS.Signals) => {
@@ -265,6 +299,7 @@ async function serve(flags: { host?: string; port?: string }): Promise<void> {
     { ...addresses, ffmpeg: proxy.ffmpeg.path, ffmpegSource: proxy.ffmpeg.source },
     'audio-proxy listening',
   );
+  saveOnSignal(proxy);
   onSignals(() => proxy.close());
 }
 
@@ -333,6 +368,7 @@ async function demo(command: string, port: string | undefined, relay?: Inspector
     '',
   ];
   process.stdout.write(lines.join('\n'));
+  saveOnSignal(proxy);
   onSignals(async () => {
     await proxy.close();
     relay?.stop();
@@ -369,6 +405,37 @@ async function inspectCommand(flags: Record<string, string | undefined>): Promis
     bootFailure('inspect', error);
   }
   await demo('inspect', demoPort, relay);
+}
+
+async function replayCommand(file: string, flags: Record<string, string | undefined>) {
+  const port = portFlag('replay', flags.port, '--port', 0);
+  const host = hostFlag('replay', flags.host, '--host');
+  let server: ReplayServer;
+  try {
+    const recording = await readRecording(file);
+    server = await startReplay({
+      recording,
+      host: host ?? DEFAULT_REPLAY_HOST,
+      port: port === undefined ? DEFAULT_REPLAY_PORT : Number(port),
+    });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'EADDRINUSE') {
+      bootFailure(
+        'replay',
+        new Error(`port ${port ?? DEFAULT_REPLAY_PORT} is in use; choose another with --port`),
+      );
+    }
+    bootFailure('replay', error);
+  }
+  const { header, entries } = server.recording;
+  const trips = entries.filter((e) => e.kind === 'invariant').length;
+  process.stdout.write(
+    `replaying ${file}: ${entries.length} entries (${header.reason}${trips ? `, ${trips} invariant trip(s)` : ''})\n` +
+      `open ${server.url}\nCtrl-C to stop.\n`,
+  );
+  const stop = () => void server.close().then(() => process.exit(0));
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
 }
 
 function signCommand(path: string, encoded: boolean): void {
@@ -470,6 +537,10 @@ async function main(argv: string[]): Promise<void> {
       break;
     case 'inspect':
       await inspectCommand(values as Record<string, string | undefined>);
+      break;
+    case 'replay':
+      if (positionals[0] === undefined) refuse('replay', 'give the recording file to replay');
+      await replayCommand(positionals[0], values as Record<string, string | undefined>);
       break;
     case 'sign':
       if (positionals[0] === undefined) refuse('sign', 'give the path to sign');

@@ -43,16 +43,18 @@
  */
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { createActor } from 'xstate';
+import { tmpdir } from 'node:os';
+import { type AnyActorRef, createActor, type InspectionEvent } from 'xstate';
 import { actorChild, createSystem, type Fatal } from './actors/system.js';
 import { Cluster } from './cluster/cluster.js';
 import { type Config, type ConfigProvider, staticConfig } from './config/index.js';
 import { createLiveView } from './debug/liveView.js';
+import { createFlightRecorder } from './debug/recorder.js';
 import { errorResponse } from './http/errors.js';
 import { createHandler } from './http/handler.js';
 import { optionGrammarOf } from './http/presets.js';
 import { TurnBudget } from './http/turns.js';
-import { inspectRedactions, openInspection } from './inspect.js';
+import { type InspectObserver, inspectRedactions, openInspection, scrubber } from './inspect.js';
 import { readinessMachine } from './machines/readiness.js';
 import { createBacklogBudget } from './machines/renderCoordinator.js';
 import { closeOnFatal } from './proxy/fatal.js';
@@ -125,7 +127,22 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
   const store = await createVariantStore(boot);
   // Inspection (opt-in): connected before the first actor exists, so none goes unseen.
   const inspection = await openInspection(options.inspect, inspectRedactions(boot));
-  const inspect = inspection.observer ? { inspect: inspection.observer } : {};
+  // The flight recorder (AP_FLIGHT_RECORDER > 0), an observer beside the inspector's; off, none.
+  let semaphoreRef: AnyActorRef | undefined;
+  const recorder =
+    boot.flightRecorder > 0
+      ? createFlightRecorder({
+          capacity: boot.flightRecorder,
+          dir: boot.flightRecorderDir ?? tmpdir(),
+          scrub: scrubber(inspectRedactions(boot)),
+          semaphore: () => semaphoreRef,
+          onSaved: (path, reason) => logger.warn({ path, reason }, 'flight recorder saved'),
+          onSaveError: (err, reason) =>
+            logger.error({ err, reason }, 'flight recorder could not save'),
+        })
+      : undefined;
+  const observer = observeBoth(inspection.observer, recorder?.observer);
+  const inspect = observer ? { inspect: observer } : {};
   const capabilities = new EncoderCapabilities(await reading);
   for (const note of ffmpegBootNotes(ffmpeg, ffprobe, capabilities)) {
     logger[note.level](note.fields, note.message);
@@ -133,6 +150,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
 
   // The singletons, created here and started by the system in its order.
   const { semaphore, probeLimiter } = createSlots(provider, inspect);
+  semaphoreRef = semaphore;
   const readiness = createActor(readinessMachine, inspect);
   // Pools sized to the admission capacity (the semaphore is the only queue), each under a
   // process supervisor that starts it lazily, recycles it after N tasks, replaces it if unwell.
@@ -164,10 +182,24 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
       { name: 'pool:probe', actor: probePool.supervisor },
       ...(waitingRoom ? [{ name: 'waitingRoom', actor: waitingRoom.room }] : []),
     ],
+    ...(recorder ? { recording: () => recorder.recording('live') } : {}),
   });
-  const tees = store
-    ? new TeeService({ store, config: provider, ...inspect, track: liveView.track })
-    : undefined;
+  // Every named actor goes to the live view and, when it runs, to the recorder.
+  const track = recorder
+    ? (actor: AnyActorRef, name: string) => {
+        liveView.track(actor, name);
+        recorder.name(actor, name);
+      }
+    : liveView.track;
+  if (recorder) {
+    recorder.name(semaphore, 'semaphore');
+    recorder.name(probeLimiter, 'probeLimiter');
+    recorder.name(readiness, 'readiness');
+    recorder.name(renderPool.supervisor, 'pool:render');
+    recorder.name(probePool.supervisor, 'pool:probe');
+    if (waitingRoom) recorder.name(waitingRoom.room, 'waitingRoom');
+  }
+  const tees = store ? new TeeService({ store, config: provider, ...inspect, track }) : undefined;
   // Cluster mode (AP_CLUSTER_REDIS_URL): render claims, membership and hand-off through Redis.
   const cluster = boot.clusterRedisUrl
     ? new Cluster({
@@ -240,7 +272,14 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
         stopTimeoutMs: 20_000,
       },
     ],
-    { logger, onSupervise: liveView.track, onFatal: raiseFatal },
+    {
+      logger,
+      onSupervise: track,
+      onFatal: (failure) => {
+        if (failure.reason.type === 'error') recorder?.fault(failure.child, failure.reason.error);
+        raiseFatal(failure);
+      },
+    },
   ).catch(async (error: unknown) => {
     await cluster?.close(); // its Redis connections were opened before the boot failed
     throw error;
@@ -275,7 +314,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
   const ffmpegVersionInfo = ffmpegHealth(ffmpeg, capabilities);
   const inner = createHandler({
     ...inspect, // the delivery actors, like every other, go to the inspector and the live view
-    track: liveView.track,
+    track,
     stopping: () => stopping,
     turns,
     config: provider,
@@ -308,7 +347,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
   };
   const metricsHandler = metricsRouter({
     metrics,
-    routes: warm ? [liveView, warmStatusRoute(warm)] : [liveView],
+    routes: [liveView, ...(warm ? [warmStatusRoute(warm)] : []), ...(recorder ? [recorder] : [])],
     notFound: () => errorResponse({ type: 'not_found', scope: 'route' }),
   });
 
@@ -328,6 +367,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
       waitingRoom?.stop();
       metrics.close();
       inspection.close(); // last: the actors' final snapshots have been sent
+      recorder?.close();
     })();
     return closing;
   };
@@ -357,5 +397,23 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
     store,
     cluster,
     warm,
+    recorder,
+  };
+}
+
+/** One observer for XState from the inspector's and the recorder's, or none when neither is. */
+function observeBoth(
+  inspector: InspectObserver | undefined,
+  recorder: ((event: InspectionEvent) => void) | undefined,
+): InspectObserver | undefined {
+  if (recorder === undefined) return inspector;
+  if (inspector === undefined) return recorder;
+  const forward =
+    typeof inspector === 'function'
+      ? inspector
+      : (event: InspectionEvent) => inspector.next?.(event);
+  return (event: InspectionEvent) => {
+    recorder(event);
+    forward(event);
   };
 }

@@ -127,6 +127,8 @@ describe('defaults', () => {
     metricsBind: '127.0.0.1',
     metricsPort: 9568,
     allowOrigin: undefined,
+    flightRecorder: 0,
+    flightRecorderDir: undefined,
     s3: {
       endpoint: undefined,
       addressing: 'virtual',
@@ -1147,6 +1149,8 @@ describe('one rejected value per variable', () => {
     AP_BIND: { AP_BIND: '0.0.0.0:4000' },
     AP_METRICS_PORT: { AP_METRICS_PORT: '0' },
     AP_ALLOW_ORIGIN: { AP_ALLOW_ORIGIN: 'https://a.example/' },
+    AP_FLIGHT_RECORDER: { AP_FLIGHT_RECORDER: '-1' },
+    AP_FLIGHT_RECORDER_DIR: { AP_FLIGHT_RECORDER_DIR: '/nonexistent-flight-recorder-dir' },
     AP_S3_ENDPOINT: { AP_S3_ENDPOINT: 'ftp://x' },
     AP_S3_ADDRESSING: { AP_S3_ADDRESSING: 'vhost' },
     AP_S3_CA_BUNDLE: { AP_S3_CA_BUNDLE: '/nope.pem' },

@@ -257,7 +257,7 @@ describe('docs: the commands named exist', () => {
   it('names only audio-proxy commands and flags the CLI has', async () => {
     const top = await help(undefined);
     const known = new Set([...top.matchAll(/^ {2}(\w+) {2,}/gm)].map((m) => m[1]!));
-    expect([...known].sort()).toEqual(['demo', 'inspect', 'serve', 'sign']);
+    expect([...known].sort()).toEqual(['demo', 'inspect', 'replay', 'serve', 'sign']);
     const wrong: string[] = [];
     for (const c of COMMANDS) {
       for (const { name, args } of cliCommands(c.text)) {

@@ -124,6 +124,10 @@ export interface Config {
   readonly metricsPort: number;
   /** `*` or a canonical origin. @default undefined (no CORS) */
   readonly allowOrigin: string | undefined;
+  /** Entries the flight recorder keeps; 0 turns it off. @default 0 */
+  readonly flightRecorder: number;
+  /** Where the flight recorder saves; undefined is the temp directory. @default undefined */
+  readonly flightRecorderDir: string | undefined;
   /** The source S3 profile (AP_S3_* and AWS_*). */
   readonly s3: S3Profile;
   /** The variant store's S3 profile; equal to `s3` when no AP_VARIANT_S3_* is set. */

@@ -1,7 +1,8 @@
 /**
  * The live view of the actors, for the metrics listener only: `GET /debug/actors` (the page),
- * `GET /debug/actors/events` (Server-Sent Events) and `GET /debug/actors/charts` (the chart
- * models as JSON). It owns the SSE clients, the inspection subscriptions on the watched actors'
+ * `GET /debug/actors/events` (Server-Sent Events), `GET /debug/actors/charts` (the chart
+ * models as JSON) and, when the flight recorder runs, `GET /debug/actors/sequence` (a sequence
+ * diagram of one request, key or actor from the recorder's ring, `debug/sequence.ts`). It owns the SSE clients, the inspection subscriptions on the watched actors'
  * systems, and the diagnostics-channel subscriptions of the event feed.
  *
  * ## Invariants
@@ -37,10 +38,12 @@
 import diagnostics from 'node:diagnostics_channel';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AnyActorRef, InspectionEvent, StateValue, Subscription } from 'xstate';
+import type { Recording } from '../core/recording.js';
 import { CHANNELS } from '../telemetry/channels.js';
 import { activeStateIds, allCharts, type ChartModel } from './chartModel.js';
 import { type Details, detailsOf } from './details.js';
 import { renderPage } from './page.js';
+import { sequenceJson } from './sequence.js';
 
 /** Details-only changes are batched this long: a readable pace, and bounded work per chunk. */
 export const FLUSH_INTERVAL_MS = 150;
@@ -90,6 +93,8 @@ export interface LiveViewOptions {
   readonly flushIntervalMs?: number;
   /** @default HEARTBEAT_INTERVAL_MS */
   readonly heartbeatIntervalMs?: number;
+  /** The flight recorder's ring, for `/debug/actors/sequence`; absent when it is off. */
+  readonly recording?: () => Recording;
 }
 
 export interface LiveView {
@@ -415,6 +420,17 @@ export function createLiveView(options: LiveViewOptions): LiveView {
       }
       if (sub === '/charts') {
         send(req, res, 'application/json', JSON.stringify([...charts.values()]));
+        return true;
+      }
+      if (sub === '/sequence') {
+        if (options.recording === undefined) {
+          const body = 'sequence diagrams need the flight recorder: set AP_FLIGHT_RECORDER\n';
+          res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' });
+          res.end(req.method === 'HEAD' ? undefined : body);
+          return true;
+        }
+        const query = new URLSearchParams((req.url ?? '').split('?')[1] ?? '');
+        send(req, res, 'application/json', sequenceJson(options.recording(), query));
         return true;
       }
       if (sub === '/events') {

@@ -29,6 +29,18 @@
  * | `#sem-held`, `#sem-queued`, `#sem-q-<class>` | the semaphore's counts |
  * | `#renders tr[data-key]` | one live render coordinator per key |
  * | `#conn[data-state=open]` | the event stream is connected |
+ * | `[data-state=ID].last` / `.failed` | an actor that just ended / failed was last in state ID |
+ * | `#sequence g[data-seq]`, `#mermaid` | the sequence diagram's arrows, its Mermaid text |
+ * | replay: `body[data-ready=true]` | the recording is loaded |
+ * | replay: `#step-info[data-seq][data-kind]` | the entry shown now |
+ * | replay: `#incident.shown[data-check]` | an invariant failed at or before this entry |
+ * | replay: `body[data-cause=true]` | the entry shown is the one that broke the invariant |
+ *
+ * ## Replay
+ * With `{ replay: true }` the page fetches `…/recording` once instead of opening the stream,
+ * and rebuilds every chart's state at the chosen entry from the recording's `initial` states
+ * and the snapshots up to it (an actor that ended within the last 40 entries stays, dimmed).
+ * Stepping moves by entry, within what the filters keep; the URL's `#seq=N` names the entry.
  */
 import type { ChartModel } from './chartModel.js';
 
@@ -65,6 +77,19 @@ tr.ended, .chip.ended { opacity: .45; text-decoration: line-through; }
 .state.type-parallel > .kids > .state { border-style: dashed; }
 .state.active { border-color: #1f7a3a; background: #e3f6e8; box-shadow: 0 0 0 2px #7dcf93; }
 .state.focus { box-shadow: 0 0 0 3px #e0a800; }
+.state.last { border-style: dashed; border-color: #1f7a3a; background: #f0faf2; }
+.state.failed { border-color: #b3261e; background: #fde3e1; box-shadow: 0 0 0 3px #e8837b; }
+#replay { position: sticky; top: 0; z-index: 5; background: #fff; border: 1px solid #d5d9df; border-radius: 6px; padding: 8px 10px; margin-bottom: 12px; }
+#replay .row { display: flex; flex-wrap: wrap; gap: 8px; align-items: center; margin: 2px 0; }
+#scrub { flex: 1; min-width: 300px; }
+#step-info { font: 12px/1.3 ui-monospace, monospace; }
+#incident { display: none; background: #fde3e1; border: 1px solid #b3261e; border-radius: 6px; padding: 4px 8px; }
+#incident.shown { display: block; }
+#log { font: 11px/1.35 ui-monospace, monospace; max-height: 180px; overflow: auto; margin: 4px 0 0; padding-left: 0; list-style: none; }
+#log li.current { background: #ffe9a8; }
+#log li.invariant { color: #b3261e; font-weight: 600; }
+#sequence svg text { font: 11px system-ui, sans-serif; }
+#mermaid { width: 100%; min-height: 120px; font: 11px ui-monospace, monospace; }
 .head { display: flex; gap: 6px; align-items: baseline; font-weight: 600; }
 .head .init { color: #1f5fbf; font-size: 10px; }
 .head .badge { font-size: 11px; font-weight: 600; color: #fff; background: #1f7a3a; border-radius: 8px; padding: 0 6px; display: none; }
@@ -218,9 +243,17 @@ function paintCharts() {
     const counts = new Map();
     for (const a of live) for (const s of a.active) counts.set(s, (counts.get(s) || 0) + 1);
     const focused = focus && actors.get(focus);
+    const failed = new Set();
+    const last = new Set();
+    for (const a of ended.values()) {
+      if (a.chart !== id) continue;
+      for (const s of a.active) (a.status === 'error' ? failed : last).add(s);
+    }
     for (const box of sec.querySelectorAll('.state')) {
       const n = counts.get(box.dataset.state) || 0;
       box.classList.toggle('active', n > 0);
+      box.classList.toggle('failed', failed.has(box.dataset.state));
+      box.classList.toggle('last', n === 0 && last.has(box.dataset.state));
       box.querySelector('.badge').textContent = n > 1 ? '\u00D7' + n : '\u25CF';
       box.classList.toggle('focus', !!focused && focused.chart === id && focused.active.includes(box.dataset.state));
     }
@@ -323,6 +356,9 @@ function addFeed(item) {
   while (feedEl.childElementCount > FEED_LINES) feedEl.lastElementChild.remove();
 }
 
+`;
+
+const LIVE_SCRIPT = String.raw`
 const conn = document.getElementById('conn');
 const stream = new EventSource(location.pathname.replace(/\/+$/, '') + '/events');
 stream.addEventListener('open', () => { conn.dataset.state = 'open'; conn.textContent = 'live'; });
@@ -341,6 +377,275 @@ stream.addEventListener('feed', (e) => addFeed(JSON.parse(e.data)));
 redrawArrows();
 `;
 
+const SEQUENCE_SCRIPT = String.raw`
+// ---- sequence diagrams (one request, key or actor), from the recording or the live recorder --
+const seqEl = document.getElementById('sequence');
+const mermaidEl = document.getElementById('mermaid');
+let sequence = null;
+function filterQuery() {
+  const q = new URLSearchParams();
+  for (const [name, id] of [['request', 'f-request'], ['key', 'f-key'], ['actor', 'f-actor']]) {
+    const v = document.getElementById(id).value.trim();
+    if (v) q.set(name, v);
+  }
+  return q;
+}
+function fillActors(list) {
+  const sel = document.getElementById('f-actor');
+  const keep = sel.value;
+  sel.textContent = '';
+  sel.append(new Option('(any actor)', ''));
+  for (const a of list) sel.append(new Option(a.name, a.actor));
+  sel.value = keep;
+}
+async function loadSequence() {
+  const q = filterQuery();
+  const r = await fetch(BASE + '/sequence?' + q.toString());
+  if (!r.ok) { seqEl.textContent = await r.text(); sequence = null; return null; }
+  sequence = await r.json();
+  fillActors(sequence.actors);
+  mermaidEl.value = sequence.mermaid;
+  return sequence;
+}
+function drawSequence(currentSeq) {
+  seqEl.textContent = '';
+  if (!sequence) return;
+  if (!sequence.messages.length) { seqEl.append(el('div', 'none', 'no messages: choose a request, a key or an actor')); return; }
+  const ns = 'http://www.w3.org/2000/svg';
+  const colW = 130, rowH = 20, top = 30;
+  const col = new Map(sequence.participants.map((p, i) => [p.id, i]));
+  const w = sequence.participants.length * colW + 20, h = top + sequence.messages.length * rowH + 20;
+  const svg = document.createElementNS(ns, 'svg');
+  svg.setAttribute('width', String(w)); svg.setAttribute('height', String(h));
+  const x = (id) => 10 + col.get(id) * colW + colW / 2;
+  sequence.participants.forEach((p) => {
+    const t = document.createElementNS(ns, 'text');
+    t.setAttribute('x', String(x(p.id))); t.setAttribute('y', '16'); t.setAttribute('text-anchor', 'middle');
+    t.setAttribute('font-weight', '600'); t.textContent = p.label;
+    const l = document.createElementNS(ns, 'line');
+    l.setAttribute('x1', String(x(p.id))); l.setAttribute('x2', String(x(p.id)));
+    l.setAttribute('y1', '22'); l.setAttribute('y2', String(h - 6)); l.setAttribute('stroke', '#c5ccd6');
+    svg.append(l, t);
+  });
+  sequence.messages.forEach((m, i) => {
+    const g = document.createElementNS(ns, 'g');
+    g.dataset.seq = String(m.seq);
+    const y = top + i * rowH + 12, x1 = x(m.from), x2 = x(m.to);
+    const past = currentSeq === undefined || m.seq <= currentSeq;
+    const now = currentSeq !== undefined && m.seq <= currentSeq && (i + 1 >= sequence.messages.length || sequence.messages[i + 1].seq > currentSeq);
+    const color = now ? '#c0392b' : past ? '#1d232b' : '#b8c0cc';
+    if (now) g.setAttribute('class', 'now');
+    const line = document.createElementNS(ns, 'path');
+    const dir = x2 >= x1 ? 1 : -1;
+    if (m.note) line.setAttribute('d', 'M' + (x1 - 50) + ',' + (y + 4) + ' L' + (x1 + 50) + ',' + (y + 4));
+    else line.setAttribute('d', 'M' + x1 + ',' + y + ' L' + x2 + ',' + y + ' M' + (x2 - dir * 6) + ',' + (y - 4) + ' L' + x2 + ',' + y + ' L' + (x2 - dir * 6) + ',' + (y + 4));
+    if (m.note) line.setAttribute('stroke-dasharray', '3 2');
+    line.setAttribute('stroke', color); line.setAttribute('fill', 'none'); line.setAttribute('stroke-width', now ? '2' : '1.2');
+    const t = document.createElementNS(ns, 'text');
+    t.setAttribute('x', String((x1 + x2) / 2)); t.setAttribute('y', String(y - 3)); t.setAttribute('text-anchor', 'middle');
+    t.setAttribute('fill', color);
+    t.textContent = m.count > 1 ? m.label + ' \u00D7' + m.count : m.label;
+    g.append(line, t);
+    svg.append(g);
+  });
+  seqEl.append(svg);
+  if (sequence.omitted) seqEl.append(el('div', 'none', sequence.omitted + ' more messages not drawn'));
+}
+document.getElementById('seq-export').addEventListener('click', () => { mermaidEl.hidden = !mermaidEl.hidden; });
+`;
+
+const REPLAY_SCRIPT = String.raw`
+// ---- replay: the page over a recording, one entry at a time --------------------------------
+const conn = document.getElementById('conn');
+conn.dataset.state = 'open'; conn.textContent = 'replay';
+const CHART = new Map(CHARTS.map((c) => [c.id, c]));
+const INFO = new Map();
+let REC = null;
+let steps = [];     // indices into REC.entries the filters keep
+let pos = 0;        // index into steps
+let playing = null;
+let invariantAt = -1;
+let causeAt = -1;
+const scrub = document.getElementById('scrub');
+const info = document.getElementById('step-info');
+const logEl = document.getElementById('log');
+const incident = document.getElementById('incident');
+
+function activeFor(chart, value) {
+  const out = [chart.root.id];
+  if (!value) return out;
+  for (const leaf of value.split(', ')) {
+    let node = chart.root;
+    for (const k of leaf.split('.')) {
+      const c = node.children.find((x) => x.key === k);
+      if (!c) break;
+      if (!out.includes(c.id)) out.push(c.id);
+      node = c;
+    }
+  }
+  return out;
+}
+function nameOf(id) {
+  if (id === null) return 'HTTP';
+  const name = (INFO.get(id) || { name: id }).name;
+  return name.replace(/[0-9a-f]{24,}/g, (k) => k.slice(0, 8) + '…');
+}
+function viewOf(s) {
+  const a = INFO.get(s.actor);
+  const chart = a && CHART.get(a.chart);
+  if (!chart) return null;
+  return { id: s.actor, chart: a.chart, label: a.name, parent: a.parent, status: s.status, value: s.value, active: activeFor(chart, s.value), details: s.details };
+}
+function stateAt(i) {
+  const last = new Map();
+  for (const s of REC.header.initial) last.set(s.actor, [s, -Infinity]);
+  for (let k = 0; k <= i; k++) { const e = REC.entries[k]; if (e.kind === 'snapshot') last.set(e.actor, [e, k]); }
+  actors.clear(); ended.clear();
+  for (const [id, [s, at]] of last) {
+    const v = viewOf(s);
+    if (!v) continue;
+    if (s.status === 'active') actors.set(id, v);
+    else if (s.status === 'error' || i - at < 40) ended.set(id, v);
+  }
+}
+function describe(e) {
+  switch (e.kind) {
+    case 'actor': return 'created ' + nameOf(e.actor);
+    case 'event': {
+      const fields = Object.entries(e.event).filter(([k]) => k !== 'type').map(([k, v]) => k + '=' + v).join(' ');
+      return nameOf(e.source) + ' \u2192 ' + nameOf(e.actor) + ': ' + e.event.type + (fields ? ' ' + fields : '');
+    }
+    case 'snapshot': return nameOf(e.actor) + ' is ' + e.status + (e.value ? ' in ' + e.value : '');
+    case 'telemetry': return e.channel + ' ' + Object.entries(e.data).map(([k, v]) => k + '=' + v).join(' ');
+    case 'invariant': return 'INVARIANT ' + e.check + ' failed: ' + e.message;
+  }
+  return e.kind;
+}
+function at(i) { const e = REC.entries[i]; return '#' + e.seq + ' +' + (e.t - REC.entries[0].t).toFixed(1) + ' ms'; }
+function go(p) {
+  if (!steps.length) return;
+  pos = Math.max(0, Math.min(steps.length - 1, p));
+  const i = steps[pos];
+  const e = REC.entries[i];
+  stateAt(i);
+  paint();
+  scrub.max = String(steps.length - 1); scrub.value = String(pos);
+  info.dataset.seq = String(e.seq); info.dataset.kind = e.kind; info.dataset.index = String(i);
+  info.textContent = 'step ' + (pos + 1) + '/' + steps.length + ' \u00B7 ' + at(i) + ' \u00B7 ' + describe(e);
+  logEl.textContent = '';
+  for (let k = Math.max(0, pos - 12); k < Math.min(steps.length, pos + 13); k++) {
+    const x = REC.entries[steps[k]];
+    const li = el('li', (k === pos ? 'current ' : '') + (x.kind === 'invariant' ? 'invariant' : ''), at(steps[k]) + ' ' + describe(x));
+    li.dataset.seq = String(x.seq);
+    li.addEventListener('click', () => go(k));
+    logEl.append(li);
+    if (k === pos) requestAnimationFrame(() => { logEl.scrollTop = li.offsetTop - logEl.offsetTop - 60; });
+  }
+  const broken = invariantAt >= 0 && i >= invariantAt;
+  incident.classList.toggle('shown', broken);
+  if (broken) {
+    const inv = REC.entries[invariantAt];
+    incident.dataset.check = inv.check;
+    const cause = causeAt >= 0 ? REC.entries[causeAt] : inv;
+    incident.textContent = 'Invariant ' + inv.check + ' failed at ' + at(invariantAt) + ': ' + inv.message + '. The step that broke it, ' + at(causeAt >= 0 ? causeAt : invariantAt) + ': ' + describe(cause);
+  }
+  document.body.dataset.cause = String(i === causeAt);
+  location.replace('#seq=' + e.seq);
+  drawSequence(e.seq);
+}
+function applyFilters() {
+  const involved = sequence && filterQuery().toString() ? new Set(sequence.involved) : null;
+  const current = steps.length ? steps[pos] : 0;
+  steps = [];
+  REC.entries.forEach((e, i) => {
+    if (!involved || e.kind === 'invariant' || (e.actor && involved.has(e.actor)) || (e.source && involved.has(e.source))) steps.push(i);
+  });
+  let p = 0;
+  while (p + 1 < steps.length && steps[p + 1] <= current) p++;
+  go(p);
+}
+function stop() { if (playing) { clearInterval(playing); playing = null; } document.getElementById('play').textContent = 'Play'; }
+document.getElementById('play').addEventListener('click', () => {
+  if (playing) return stop();
+  document.getElementById('play').textContent = 'Pause';
+  playing = setInterval(() => { if (pos + 1 >= steps.length) stop(); else go(pos + 1); }, Number(document.getElementById('speed').value));
+});
+document.getElementById('step').addEventListener('click', () => { stop(); go(pos + 1); });
+document.getElementById('step-back').addEventListener('click', () => { stop(); go(pos - 1); });
+document.getElementById('first').addEventListener('click', () => { stop(); go(0); });
+document.getElementById('last').addEventListener('click', () => { stop(); go(steps.length - 1); });
+document.getElementById('goto-cause').addEventListener('click', () => {
+  stop();
+  let p = steps.indexOf(causeAt);
+  if (p < 0) { p = 0; while (p + 1 < steps.length && steps[p + 1] <= causeAt) p++; }
+  if (causeAt >= 0) go(p);
+});
+document.getElementById('goto-incident').addEventListener('click', () => {
+  stop();
+  const p = steps.indexOf(invariantAt);
+  if (p >= 0) go(p);
+});
+scrub.addEventListener('input', () => { stop(); go(Number(scrub.value)); });
+document.addEventListener('keydown', (ev) => {
+  if (ev.target instanceof HTMLInputElement && ev.target.type !== 'range') return;
+  if (ev.key === 'ArrowRight') { stop(); go(pos + 1); }
+  if (ev.key === 'ArrowLeft') { stop(); go(pos - 1); }
+});
+for (const id of ['f-request', 'f-key', 'f-actor']) {
+  document.getElementById(id).addEventListener('change', async () => { await loadSequence(); applyFilters(); });
+}
+document.getElementById('seq-draw').addEventListener('click', async () => { await loadSequence(); applyFilters(); });
+(async () => {
+  const hash = /^#seq=(\d+)$/.exec(location.hash); // read before the first step rewrites it
+  REC = await (await fetch(BASE + '/recording')).json();
+  for (const a of REC.header.actors) INFO.set(a.actor, a);
+  invariantAt = REC.entries.findIndex((e) => e.kind === 'invariant');
+  document.getElementById('goto-incident').disabled = invariantAt < 0;
+  if (invariantAt >= 0) {
+    const step = REC.entries[invariantAt].step;
+    causeAt = step === null || step === undefined ? invariantAt - 1 : REC.entries.findIndex((e) => e.seq === step);
+  }
+  document.getElementById('goto-cause').disabled = causeAt < 0;
+  document.getElementById('rec-reason').textContent = REC.header.reason + ' \u00B7 ' + REC.entries.length + ' entries' + (REC.header.dropped ? ' (' + REC.header.dropped + ' older overwritten)' : '') + ' \u00B7 from ' + new Date(REC.header.timeOrigin + (REC.entries[0] ? REC.entries[0].t : 0)).toISOString();
+  const params = new URLSearchParams(location.search);
+  for (const name of ['request', 'key', 'actor']) if (params.get(name)) document.getElementById('f-' + name).value = params.get(name);
+  await loadSequence();
+  if (params.get('actor')) document.getElementById('f-actor').value = params.get('actor');
+  if (filterQuery().toString()) await loadSequence();
+  applyFilters();
+  if (hash) { const i = REC.entries.findIndex((e) => e.seq === Number(hash[1])); const p = steps.indexOf(i); if (p >= 0) go(p); }
+  redrawArrows();
+  document.body.dataset.ready = 'true';
+})();
+`;
+
+const LIVE_SEQUENCE_SCRIPT = `
+document.getElementById('seq-draw').addEventListener('click', async () => { await loadSequence(); drawSequence(undefined); });
+`;
+
+const REPLAY_BAR = `<div id="replay">
+  <div class="row"><strong>Recording</strong> <span id="rec-reason"></span></div>
+  <div class="row">
+    <button id="first" title="first entry">|&lt;</button><button id="step-back" title="previous entry (←)">&lt; step</button>
+    <button id="play">Play</button><button id="step" title="next entry (→)">step &gt;</button><button id="last" title="last entry">&gt;|</button>
+    <select id="speed" title="play speed"><option value="400">slow</option><option value="120" selected>normal</option><option value="20">fast</option></select>
+    <input type="range" id="scrub" min="0" max="0" value="0">
+    <button id="goto-incident">go to the incident</button><button id="goto-cause">go to the step that broke it</button>
+  </div>
+  <div class="row"><span id="step-info"></span></div>
+  <div id="incident"></div>
+  <ol id="log"></ol>
+</div>`;
+
+const SEQUENCE_CARD = `<div class="card" id="sequence-card">
+  <h2>Sequence diagram (one request, one cache key or one actor)</h2>
+  <div class="row">request id <input id="f-request" size="12"> cache key <input id="f-key" size="20">
+    actor <select id="f-actor"><option value="">(any actor)</option></select>
+    <button id="seq-draw">draw</button> <button id="seq-export">Mermaid text</button></div>
+  <div id="sequence"></div>
+  <textarea id="mermaid" readonly hidden></textarea>
+</div>`;
+
 function classRows(): string {
   return ['interactive', 'high', 'normal', 'low']
     .map(
@@ -350,19 +655,31 @@ function classRows(): string {
     .join('');
 }
 
+export interface PageOptions {
+  /** Serve the page over a recording (`audio-proxy replay`): a scrubber instead of the stream. */
+  readonly replay?: boolean;
+}
+
 /** The whole document for `charts`. */
-export function renderPage(charts: readonly ChartModel[]): string {
+export function renderPage(charts: readonly ChartModel[], options: PageOptions = {}): string {
   const data = JSON.stringify(charts).replace(/</g, '\\u003c');
+  const replay = options.replay === true;
+  const title = replay ? 'audio-proxy · replay' : 'audio-proxy · live actors';
+  const base = `const BASE = location.pathname.replace(/\\/+$/, '');`;
+  const script = replay
+    ? `${base}${SCRIPT}${SEQUENCE_SCRIPT}${REPLAY_SCRIPT}`
+    : `${base}${SCRIPT}${SEQUENCE_SCRIPT}${LIVE_SEQUENCE_SCRIPT}${LIVE_SCRIPT}`;
   return `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>audio-proxy · live actors</title>
+<title>${title}</title>
 <style>${STYLE}</style>
 </head>
 <body data-ended-ms="${ENDED_VISIBLE_MS}" data-feed-lines="${FEED_LINES}">
-<header><h1>audio-proxy · live actors</h1><span id="conn" data-state="connecting">connecting…</span></header>
+<header><h1>${title}</h1><span id="conn" data-state="connecting">connecting…</span></header>
+${replay ? REPLAY_BAR : ''}
 <div class="cards">
   <div class="card" id="card-semaphore">
     <h2>Render slots (semaphore)</h2>
@@ -384,9 +701,10 @@ export function renderPage(charts: readonly ChartModel[]): string {
   <div class="card" id="card-room"><h2>Waiting room</h2><div id="room">–</div></div>
 </div>
 <div id="charts"></div>
+${SEQUENCE_CARD}
 <div class="card"><h2>Telemetry feed (diagnostics channels, newest first)</h2><ol id="feed"></ol></div>
 <script type="application/json" id="chart-data">${data}</script>
-<script>${SCRIPT}</script>
+<script>${script}</script>
 </body>
 </html>
 `;

@@ -9,6 +9,7 @@ import type { Actor } from 'xstate';
 import type { Fatal } from '../actors/system.js';
 import type { Cluster } from '../cluster/cluster.js';
 import type { Config, ConfigProvider } from '../config/index.js';
+import type { FlightRecorder } from '../debug/recorder.js';
 import type { InspectOption } from '../inspect.js';
 import type { probeLimiterMachine } from '../machines/probeLimiter.js';
 import type { readinessMachine } from '../machines/readiness.js';
@@ -107,4 +108,6 @@ export interface AudioProxy {
   readonly cluster: Cluster | undefined;
   /** Warming (`POST /warm`, `/debug/warm`); present only with a variant store. */
   readonly warm: WarmService | undefined;
+  /** The flight recorder, or undefined when AP_FLIGHT_RECORDER is 0 (the CLI saves it on SIGUSR2). */
+  readonly recorder: FlightRecorder | undefined;
 }

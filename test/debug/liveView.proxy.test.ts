@@ -71,6 +71,10 @@ describe('live view on a real proxy', () => {
     expect(head.status).toBe(200);
     expect(head.body.length).toBe(0);
     expect((await get(h.metricsUrl, '/debug/actors/nope')).status).toBe(404);
+    // the flight recorder is off by default: nothing recorded, nothing to download or draw
+    expect(h.proxy.recorder).toBeUndefined();
+    expect((await get(h.metricsUrl, '/debug/recording')).status).toBe(404);
+    expect((await get(h.metricsUrl, '/debug/actors/sequence')).status).toBe(404);
     expect((await get(h.metricsUrl, '/metrics')).status).toBe(200);
   });
 

@@ -17,7 +17,7 @@ import {
   LOG_FORMATS,
   LOG_LEVELS,
 } from '../defaults.js';
-import { boolean, enumeration, integer, ipLiteral, origin } from '../parsers.js';
+import { boolean, directory, enumeration, integer, ipLiteral, origin } from '../parsers.js';
 import { row, SECTIONS } from '../row.js';
 import { RULE } from '../rules.js';
 
@@ -77,5 +77,23 @@ export const TELEMETRY_ROWS = [
     rule: `${RULE.origin}; the error suggests the canonical spelling`,
     doc: 'Value of `Access-Control-Allow-Origin` on every main-listener response; enables OPTIONS 204.',
     read: (v) => origin(v),
+  }),
+  row({
+    name: 'AP_FLIGHT_RECORDER',
+    field: 'flightRecorder',
+    section,
+    default: '`0` (off)',
+    rule: RULE.nonNegative,
+    doc: 'Entries the flight recorder keeps (actor events, snapshots, telemetry; the oldest is overwritten). Above 0 it records, serves `GET /debug/recording` on the metrics listener, saves on `SIGUSR2` and when an invariant check fails (docs/concurrency-replay.md). Off, nothing is attached to any actor.',
+    read: (v) => integer(v, 0, 'nonNegative'),
+  }),
+  row({
+    name: 'AP_FLIGHT_RECORDER_DIR',
+    field: 'flightRecorderDir',
+    section,
+    default: 'the temp directory (`os.tmpdir()`)',
+    rule: RULE.directory,
+    doc: 'Where the flight recorder saves its recordings (`audio-proxy-recording-<time>-<reason>.ndjson`, mode 0600).',
+    read: (v) => directory(v),
   }),
 ] as const;
