@@ -115,6 +115,8 @@ export interface SimResult {
   readonly outcomes: Readonly<Record<string, number>>;
   /** Faults that struck, by kind. */
   readonly faults: Readonly<Record<string, number>>;
+  /** Warnings the runtime printed during the run (XState's development build), counted. */
+  readonly warnings: number;
   /** The run as an audio-proxy recording (src/core/recording.ts), when asked or failing. */
   readonly recording: Recording | null;
 }
@@ -310,6 +312,7 @@ class World {
   /** Process incarnations started and not yet stopped. */
   alive = 0;
   renders = 0;
+  warnings = 0;
 
   constructor(options: SimOptions) {
     this.seed = options.seed;
@@ -457,6 +460,13 @@ class World {
 
   async run(): Promise<SimResult> {
     const restore = this.clock.install();
+    // XState's development build (vitest resolves it) warns when a child's completion reaches a
+    // parent already final (a Render ending after its coordinator stopped): counted, not
+    // printed, and kept out of the trace so the hash is the same under either build.
+    const warn = console.warn;
+    console.warn = () => {
+      this.warnings++;
+    };
     let system: System | null = null;
     try {
       system = this.build();
@@ -471,6 +481,7 @@ class World {
     } finally {
       if (system) await this.teardown(system);
       restore();
+      console.warn = warn;
     }
     return {
       seed: this.seed,
@@ -481,6 +492,7 @@ class World {
       violations: this.violations,
       outcomes: this.outcomes,
       faults: this.faults,
+      warnings: this.warnings,
       recording: this.keepRecording ? this.recording() : null,
     };
   }

@@ -4,6 +4,11 @@
  * this file flips (the supervisor's stop during a restart, fixed in 2755dd3) is found within the
  * seed budget, with a recording the replay page can open.
  */
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { createActor } from 'xstate';
 import { type SimResult, simulate, supervisorLogic } from '../../sim/world.js';
@@ -11,6 +16,8 @@ import { formatRecording, parseRecording } from '../../src/core/recording.js';
 import type { Process } from '../../src/machines/processSupervisor.js';
 import { runSupervised, stopSupervisor } from '../../src/services/supervisorClient.js';
 
+const run = promisify(execFile);
+const OUT = mkdtempSync(join(tmpdir(), 'ap-sim-'));
 const SEEDS = 1_000;
 /** Seeds the planted race must be found within (it is found well before; see the docs). */
 const PLANT_BUDGET = 2_000;
@@ -62,6 +69,27 @@ describe('the simulator', () => {
     }
     expect((await simulate({ seed: 7 })).hash).not.toBe((await simulate({ seed: 8 })).hash);
   });
+
+  it('replays a seed in another process: the printed replay command gives the same hash', async () => {
+    const seed = 155;
+    const here = await simulate({ seed });
+    const { stdout } = await run('npx', [
+      'tsx',
+      'sim/run.ts',
+      '--seed',
+      String(seed),
+      '--out',
+      OUT,
+    ]);
+    expect(stdout).toContain(
+      `seed ${seed}: ${here.steps} steps, ${here.virtualMs} simulated ms, trace ${here.hash}`,
+    );
+    // The recording it wrote opens as an audio-proxy recording of the same run.
+    const recording = parseRecording(readFileSync(join(OUT, `seed-${seed}.ndjson`), 'utf8'));
+    expect(recording.header.reason).toBe(`simulator seed=${seed}`);
+    expect(recording.entries.length).toBeGreaterThan(here.steps);
+    rmSync(OUT, { recursive: true, force: true });
+  }, 60_000);
 
   it('the planted switch really puts the old race back (the sequence from 2755dd3)', async () => {
     for (const plant of [undefined, 'supervisor-stop-during-restart'] as const) {
