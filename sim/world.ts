@@ -394,7 +394,7 @@ class World {
     this.note(`fault:${kind}`, data);
   }
 
-  violate(check: string, message: string): void {
+  violate(check: string, message: string, about?: AnyActorRef): void {
     if (this.violations.some((v) => v.check === check && v.message === message)) return;
     this.violations.push({ check, message, step: this.step, t: this.clock.now() });
     this.push({
@@ -402,7 +402,7 @@ class World {
       t: this.clock.now(),
       kind: 'invariant',
       check,
-      actor: null,
+      actor: about ? this.idOf(about) : null,
       message,
     });
   }
@@ -728,7 +728,7 @@ class World {
     }
     const early: SubscriberMessage[] = [];
     let ready = false;
-    let queue: SubscriberMessage[] = [];
+    const queue: SubscriberMessage[] = [];
     let draining = false;
     const handle = (m: SubscriberMessage) => {
       if (client.outcome !== null) return;
@@ -810,7 +810,6 @@ class World {
     for (const data of outcome.backlog) deliver({ type: 'chunk', data });
     for (const m of early.splice(0)) deliver(m);
     if (client.leaveWanted) leave();
-    queue = client.slow > 0 ? queue : [];
   }
 
   async drive(sys: System): Promise<void> {
@@ -838,10 +837,18 @@ class World {
       }
     ).table;
     if (table.holders.size > p.capacity) {
-      this.violate('slots', `${table.holders.size} slots held, capacity ${p.capacity}`);
+      this.violate(
+        'slots',
+        `${table.holders.size} slots held, capacity ${p.capacity}`,
+        sys.semaphore,
+      );
     }
     if (table.waiters.size > p.queueSize) {
-      this.violate('queue_bound', `${table.waiters.size} waiting, bound ${p.queueSize}`);
+      this.violate(
+        'queue_bound',
+        `${table.waiters.size} waiting, bound ${p.queueSize}`,
+        sys.semaphore,
+      );
     }
     if (this.alive > 1) this.violate('one_process', `${this.alive} process incarnations alive`);
     const sup = sys.supervisor.getSnapshot();
@@ -850,6 +857,7 @@ class World {
       this.violate(
         'participant_released',
         `the supervisor stopped with ${ctx.waiters.length} acquire(s) never answered and ${ctx.active.length} task(s) admitted`,
+        sys.supervisor,
       );
     }
     if (sys.budget.heldBytes < 0 || sys.budget.heldBytes > sys.budget.limitBytes()) {
@@ -870,7 +878,11 @@ class World {
     ).table;
     if (table.holders.size > 0 || table.waiters.size > 0) {
       const held = [...table.holders.keys(), ...table.waiters.keys()].map((k) => this.normal(k));
-      this.violate('participant_released', `semaphore still holds or queues ${held.join(', ')}`);
+      this.violate(
+        'participant_released',
+        `semaphore still holds or queues ${held.join(', ')}`,
+        sys.semaphore,
+      );
     }
     if (sys.service.live > 0) {
       this.violate('no_actor_left', `${sys.service.live} coordinator(s) alive`);
@@ -893,6 +905,7 @@ class World {
         this.violate(
           'no_actor_left',
           `${this.idOf(ref)} (${this.normal(String(ref.id))}) still running`,
+          ref,
         );
       }
     }
