@@ -302,6 +302,8 @@ class World {
   readonly actorIds = new Map<AnyActorRef, string>();
   readonly names = new Map<string, string>();
   readonly tracked: AnyActorRef[] = [];
+  /** The `seq` of each actor's latest snapshot entry. */
+  readonly lastSnapshot = new Map<AnyActorRef, number>();
   readonly plans = new WeakMap<object, EncoderPlan>();
   readonly clients: Client[] = [];
   readonly committed = new Map<string, Buffer>();
@@ -397,14 +399,20 @@ class World {
   violate(check: string, message: string, about?: AnyActorRef): void {
     if (this.violations.some((v) => v.check === check && v.message === message)) return;
     this.violations.push({ check, message, step: this.step, t: this.clock.now() });
-    this.push({
-      seq: ++this.seq,
+    // `step` (the recorder's later format field; a reader of the first ignores it) names the
+    // entry that broke the check: the last snapshot of the actor it is about, else the last
+    // entry. Passed as a variable, so it compiles against the format with or without it.
+    const entry = {
+      seq: this.seq + 1,
       t: this.clock.now(),
-      kind: 'invariant',
+      kind: 'invariant' as const,
       check,
       actor: about ? this.idOf(about) : null,
       message,
-    });
+      step: (about && this.lastSnapshot.get(about)) ?? (this.seq > 0 ? this.seq : null),
+    };
+    this.seq++;
+    this.push(entry);
   }
 
   idOf(ref: AnyActorRef): string {
@@ -444,6 +452,7 @@ class World {
       });
     } else if (event.type === '@xstate.snapshot') {
       const s = event.snapshot as { status?: string; value?: unknown; context?: unknown };
+      this.lastSnapshot.set(ref, this.seq + 1);
       this.push({
         seq: ++this.seq,
         t: this.clock.now(),
