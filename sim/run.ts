@@ -5,6 +5,7 @@
  *   npm run sim -- --seeds 5000 --from 1 # seeds 1..5000
  *   npm run sim -- --seed 42             # one seed, its trace hash, its recording written
  *   npm run sim -- --seed 42 --plant supervisor-stop-during-restart
+ *   npm run sim -- --states              # also lists the chart states the seeds reached
  *
  * A failing seed prints the one command that replays it and writes its recording (the
  * audio-proxy recording format, `src/core/recording.ts`) to `--out` (default `sim-failures/`).
@@ -24,6 +25,7 @@ const { values } = parseArgs({
     plant: { type: 'string' },
     out: { type: 'string', default: 'sim-failures' },
     record: { type: 'boolean', default: false },
+    states: { type: 'boolean', default: false },
   },
 });
 
@@ -65,6 +67,7 @@ let failed = 0;
 let steps = 0;
 const outcomes: Record<string, number> = {};
 const faults: Record<string, number> = {};
+const visited = new Map<string, number>();
 for (const seed of seeds) {
   const result = await simulate({
     seed,
@@ -74,6 +77,7 @@ for (const seed of seeds) {
   steps += result.steps;
   for (const [k, v] of Object.entries(result.outcomes)) outcomes[k] = (outcomes[k] ?? 0) + v;
   for (const [k, v] of Object.entries(result.faults)) faults[k] = (faults[k] ?? 0) + v;
+  for (const state of result.visited) visited.set(state, (visited.get(state) ?? 0) + 1);
   if (values.seed !== undefined) {
     console.log(
       `seed ${seed}: ${result.steps} steps, ${result.virtualMs} simulated ms, trace ${result.hash}`,
@@ -99,4 +103,10 @@ console.log(
 );
 console.log(`outcomes: ${JSON.stringify(outcomes)}`);
 console.log(`faults: ${JSON.stringify(faults)}`);
+if (values.states) {
+  // Which chart states the seeds reached, and in how many seeds.
+  for (const [state, n] of [...visited].sort()) console.log(`  ${state}: ${n} seed(s)`);
+} else {
+  console.log(`${visited.size} chart states reached (--states lists them)`);
+}
 process.exitCode = failed > 0 ? 1 : 0;

@@ -117,6 +117,8 @@ export interface SimResult {
   readonly faults: Readonly<Record<string, number>>;
   /** Warnings the runtime printed during the run (XState's development build), counted. */
   readonly warnings: number;
+  /** Every `chart state` the run's snapshots showed. */
+  readonly visited: readonly string[];
   /** The run as an audio-proxy recording (src/core/recording.ts), when asked or failing. */
   readonly recording: Recording | null;
 }
@@ -190,7 +192,9 @@ function drawProfile(r: Prng): Profile {
   const capacity = r.int(1, 3);
   const keys = ['k1', 'k2', 'k3'].slice(0, r.int(1, 3));
   const keyBytes = new Map(keys.map((k) => [k, r.int(1, 3000)]));
-  const shutdownAt = r.int(50, 2500);
+  // Most runs end within a few seconds; a quarter run long enough for a hung encoder to meet
+  // the Render's watchdog (ffmpeg's timeout plus the 3 s kill budget plus 1 s of slack).
+  const shutdownAt = r.chance(0.25) ? r.int(4_000, 12_000) : r.int(50, 2_500);
   // Fault rates: most seeds see a few kinds at once; some see none (the control).
   const rate = (max: number) => (r.chance(0.5) ? r.int(0, max) / 100 : 0);
   return {
@@ -302,6 +306,9 @@ class World {
   readonly actorIds = new Map<AnyActorRef, string>();
   readonly names = new Map<string, string>();
   readonly tracked: AnyActorRef[] = [];
+  readonly charts = new Map<AnyActorRef, string>();
+  /** `chart state` pairs the run's snapshots showed (coverage across seeds). */
+  readonly visited = new Set<string>();
   /** The `seq` of each actor's latest snapshot entry. */
   readonly lastSnapshot = new Map<AnyActorRef, number>();
   readonly plans = new WeakMap<object, EncoderPlan>();
@@ -438,6 +445,7 @@ class World {
         parent: parent ? this.idOf(parent) : null,
       });
       this.tracked.push(ref);
+      if (chart) this.charts.set(ref, chart);
       this.push({ seq: ++this.seq, t: this.clock.now(), kind: 'actor', actor: id });
     } else if (event.type === '@xstate.event') {
       const type = (event.event as { type?: unknown }).type;
@@ -453,6 +461,8 @@ class World {
     } else if (event.type === '@xstate.snapshot') {
       const s = event.snapshot as { status?: string; value?: unknown; context?: unknown };
       this.lastSnapshot.set(ref, this.seq + 1);
+      const chart = this.charts.get(ref);
+      if (chart && s.value !== undefined) this.visited.add(`${chart} ${stateString(s.value)}`);
       this.push({
         seq: ++this.seq,
         t: this.clock.now(),
@@ -502,6 +512,7 @@ class World {
       outcomes: this.outcomes,
       faults: this.faults,
       warnings: this.warnings,
+      visited: [...this.visited],
       recording: this.keepRecording ? this.recording() : null,
     };
   }
@@ -596,7 +607,11 @@ class World {
     if (this.r.chance(p.p.crash)) fault = { kind: 'crash', at };
     else if (this.r.chance(p.p.hang)) fault = { kind: 'hang', at };
     else if (this.r.chance(p.p.death)) fault = { kind: 'death', at };
-    const spec: RenderSpec = { executable: 'sim-encoder', argv: [key], timeoutMs: 2_000 };
+    const spec: RenderSpec = {
+      executable: 'sim-encoder',
+      argv: [key],
+      timeoutMs: this.r.int(100, 2_000),
+    };
     this.plans.set(spec, { key, chunks, intervalMs: this.r.int(1, 60), fault });
     this.renders++;
     return { spec, pool: null };
