@@ -167,6 +167,8 @@ interface Profile {
   readonly keyBytes: ReadonlyMap<string, number>;
   readonly clients: number;
   readonly roomSlots: number;
+  /** Tickets the waiting room queues (small, so a crowd finds it full). */
+  readonly roomLength: number;
   readonly maxTasks: number;
   /** The pool takes up to 300 ms (not 40) to start or stop. */
   readonly slowProcess: boolean;
@@ -204,6 +206,7 @@ function drawProfile(r: Prng): Profile {
     keyBytes,
     clients: r.int(1, 9),
     roomSlots: capacity > 1 && r.chance(0.35) ? 1 : 0,
+    roomLength: r.int(1, 4),
     maxTasks: r.pick([0, 1, 2, 3, 5]),
     slowProcess: r.chance(0.3),
     healthIntervalMs: r.int(20, 1500),
@@ -541,7 +544,12 @@ class World {
         AP_MAX_CONCURRENCY: String(p.capacity),
         AP_QUEUE_SIZE: String(p.queueSize),
         AP_RENDER_TIMEOUT: '10',
-        ...(p.roomSlots > 0 ? { AP_WAITING_ROOM_SLOTS: String(p.roomSlots) } : {}),
+        ...(p.roomSlots > 0
+          ? {
+              AP_WAITING_ROOM_SLOTS: String(p.roomSlots),
+              AP_WAITING_ROOM_MAX_LENGTH: String(p.roomLength),
+            }
+          : {}),
       }),
     );
     const semaphore = createActor(semaphoreMachine, {
