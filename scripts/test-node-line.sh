@@ -14,8 +14,8 @@
 #   store units, the worker pool (worker_threads, loader hooks), the render, store, fault and
 #   remote integrations, the cluster client on a real redis, process lifecycle, binding,
 #   inspector, live view in Chromium.
-# - smoke: `engines` and the package consumers, CLI, examples, charts, actors, worker pool and
-#   lifecycle only.
+# - smoke: `engines`, the package's consumers (ESM, require(esm), TypeScript, its CLI), the
+#   examples, charts, actors, worker pool and process lifecycle only (~1/4 of the suite's time).
 # - all: the whole suite.
 # Prints the Node version first and, last, "node vX.Y.Z <part>: N passed, M failed in S s".
 # Exits with vitest's status (non-zero on any failure, or when no test ran).
@@ -35,9 +35,8 @@ skip=()
 case "$part" in
   smoke)
     files=(
-      test/nodeLines.test.ts test/package.test.ts test/cli.test.ts test/examples.test.ts
-      test/machines test/actors test/workers/pool.test.ts test/workers/renderTask.test.ts
-      test/lifecycle
+      test/nodeLines.test.ts test/package.test.ts test/examples.test.ts test/machines test/actors
+      test/workers/pool.test.ts test/workers/renderTask.test.ts test/lifecycle
     )
     ;;
   slice)
