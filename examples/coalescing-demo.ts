@@ -5,7 +5,8 @@
  *     npx tsx examples/coalescing-demo.ts
  *
  * The proxy is given a wrapper in place of ffmpeg that appends its pid to a log and then
- * becomes the real ffmpeg, so the spawns are counted from outside the proxy. The first request
+ * becomes the real ffmpeg, so the spawns are counted from outside the proxy (all but the four
+ * listings with which the proxy asks, at boot, what its ffmpeg can do). The first request
  * starts the render (`MISS`); the other nineteen join it (`COALESCED`) and receive the bytes
  * produced so far, then the rest live. Every body is compared with the first.
  */
@@ -20,12 +21,22 @@ const PATH = '/insecure/f:mp3/br:128/t:0:30/plain/local://music.flac';
 const ffmpeg = resolveFfmpeg({ env: process.env }).path;
 const library = await ensureDemoLibrary(ffmpeg);
 
-// The counting wrapper: `exec` keeps the pid, so the log holds ffmpeg's own pids.
+// The counting wrapper: `exec` keeps the pid, so the log holds ffmpeg's own pids. The boot's
+// capability listings (`ffmpeg -filters` and the like) are not encodes: they pass uncounted.
 const scratch = await mkdtemp(join(tmpdir(), 'ap-coalescing-'));
 const spawnLog = join(scratch, 'spawns.log');
 const wrapper = join(scratch, 'ffmpeg');
 await writeFile(spawnLog, '');
-await writeFile(wrapper, `#!/bin/sh\necho "$$" >> '${spawnLog}'\nexec '${ffmpeg}' "$@"\n`);
+await writeFile(
+  wrapper,
+  [
+    '#!/bin/sh',
+    `case "$1" in -filters|-encoders|-decoders|-formats) exec '${ffmpeg}' "$@" ;; esac`,
+    `echo "$$" >> '${spawnLog}'`,
+    `exec '${ffmpeg}' "$@"`,
+    '',
+  ].join('\n'),
+);
 await chmod(wrapper, 0o755);
 
 const proxy = await createAudioProxy({

@@ -4,7 +4,7 @@
  *   audio-proxy serve [--host IP] [--port N]    run with the AP_* environment (production)
  *   audio-proxy demo [--port N]                 run on 127.0.0.1:4000 over a generated library
  *   audio-proxy inspect [--inspector-port N] [--inspector-host IP]   the demo, streamed to a relay
- *   audio-proxy sign [--encoded] <path>         print the signed path (AP_KEY, AP_SALT)
+ *   audio-proxy sign [--encoded] <path>         print the signed path (the first AP_KEY/AP_SALT pair)
  *   audio-proxy --version | --help | <command> --help
  *
  * ## Invariants
@@ -27,14 +27,21 @@
  *   bounded by `SHUTDOWN_GRACE_MS` (exit 1 when it overruns).
  *
  * ## Events
- * Boot errors and the drain notice go to stderr; the proxy's own log is pino's.
+ * Boot errors and the drain notice go to stderr; the proxy's own log is pino's, on stdout: pretty
+ * on a terminal and JSON lines otherwise (`AP_LOG_FORMAT` overrides; `telemetry/logger.ts`).
  */
 
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { parseArgs } from 'node:util';
 import { FATAL_EXIT_CODE } from './actors/system.js';
-import { ConfigError, configOrExit, configWarnings, loadConfig } from './config/index.js';
+import {
+  type Config,
+  ConfigError,
+  configOrExit,
+  configWarnings,
+  loadConfig,
+} from './config/index.js';
 import { ENCODED_URL_PATH, toUrlPath } from './core/rawPath.js';
 import { demoUrls, ensureDemoLibrary } from './demo.js';
 import { sign } from './http/signature.js';
@@ -47,7 +54,7 @@ import {
 import { type AudioProxy, CLOSE_DRAIN_MS, createAudioProxy, ListenError } from './proxy.js';
 import { StoreError } from './store/types.js';
 import { createLogger } from './telemetry/logger.js';
-import { resolveFfmpeg } from './workers/ffmpegPath.js';
+import { type ResolvedExecutable, resolveFfmpeg } from './workers/ffmpegPath.js';
 
 /** Exit code for a refused command line (as for invalid configuration). */
 const USAGE_EXIT_CODE = 2;
@@ -133,6 +140,8 @@ The demo, with every actor streamed to a Stately inspector relay (docs/inspect.m
 
 Prints the signed path for "/<options>/<source>" using AP_KEY and AP_SALT, e.g.
   audio-proxy sign '/f:opus/t:0:30/plain/local://My Song é.flac'
+
+With several key/salt pairs (rotation), the first pair signs; every pair verifies.
 
 The path is text: spaces, non-ASCII and every character a URL path cannot carry are
 percent-encoded before signing (a "%" is a literal percent sign), and the printed path is what
@@ -227,6 +236,14 @@ function exitOnFatal(): void {
   process.exit(FATAL_EXIT_CODE);
 }
 
+/** The CLI's logger: `AP_LOG_FORMAT=auto` (the default) is pretty when stdout is a terminal. */
+function cliLogger(config: Pick<Config, 'logLevel' | 'logFormat'>) {
+  return createLogger(config.logLevel, {
+    format: config.logFormat,
+    isTTY: process.stdout.isTTY === true,
+  });
+}
+
 async function serve(flags: { host?: string; port?: string }): Promise<void> {
   const env = {
     ...process.env,
@@ -234,7 +251,7 @@ async function serve(flags: { host?: string; port?: string }): Promise<void> {
     ...(flags.port !== undefined ? { AP_PORT: flags.port } : {}),
   };
   const config = configOrExit(env);
-  const logger = createLogger(config.logLevel);
+  const logger = cliLogger(config);
   for (const warning of configWarnings(config, env)) logger.warn(warning);
   let proxy: AudioProxy;
   let addresses: { url: string; metricsUrl: string };
@@ -252,7 +269,16 @@ async function serve(flags: { host?: string; port?: string }): Promise<void> {
 }
 
 async function demo(command: string, port: string | undefined, relay?: InspectorRelay) {
-  const ffmpeg = resolveFfmpeg({ env: process.env });
+  let ffmpeg: ResolvedExecutable;
+  try {
+    ffmpeg = resolveFfmpeg({ env: process.env });
+  } catch (error) {
+    relay?.stop();
+    bootFailure(command, error);
+  }
+  if (ffmpeg.madeExecutable) {
+    process.stdout.write(`Made the npm-shipped ffmpeg executable (chmod +x ${ffmpeg.path}).\n`);
+  }
   process.stdout.write('Preparing the demo library (generated once with ffmpeg)…\n');
   const root = await ensureDemoLibrary(ffmpeg.path);
   const env = {
@@ -261,6 +287,7 @@ async function demo(command: string, port: string | undefined, relay?: Inspector
     AP_PORT: port ?? process.env.AP_PORT ?? '4000',
     AP_METRICS_PORT: process.env.AP_METRICS_PORT ?? '9568',
     AP_LOG_LEVEL: process.env.AP_LOG_LEVEL ?? 'warning',
+    AP_LOG_FORMAT: process.env.AP_LOG_FORMAT,
     AP_MAX_CONCURRENCY: process.env.AP_MAX_CONCURRENCY,
     AP_FFMPEG_PATH: process.env.AP_FFMPEG_PATH,
     AP_FFPROBE_PATH: process.env.AP_FFPROBE_PATH,
@@ -270,8 +297,10 @@ async function demo(command: string, port: string | undefined, relay?: Inspector
   let proxy: AudioProxy;
   let addresses: { url: string; metricsUrl: string };
   try {
+    const config = loadConfig(env);
     proxy = await createAudioProxy({
-      config: loadConfig(env),
+      config,
+      logger: cliLogger(config),
       onFatal: exitOnFatal,
       ...(relay ? { inspect: { url: relay.wsUrl } } : {}),
     });
@@ -281,14 +310,23 @@ async function demo(command: string, port: string | undefined, relay?: Inspector
     bootFailure(command, error);
   }
   const { url, metricsUrl } = addresses;
+  const missing = Object.entries(proxy.capabilities.missing());
   const lines = [
     '',
     `audio-proxy demo on ${url}  (ffmpeg: ${proxy.ffmpeg.path}, from ${proxy.ffmpeg.source})`,
+    ...(missing.length === 0
+      ? []
+      : [
+          `this ffmpeg cannot do ${missing.map(([o, parts]) => `${o} (${parts.join(', ')})`).join('; ')}: ` +
+            'such URLs answer 501 and are not listed; a system ffmpeg (5.1 or newer) does everything',
+        ]),
     `library: ${root}   metrics: ${metricsUrl}/metrics   health: ${url}/health`,
     `live state charts of every actor: ${metricsUrl}/debug/actors`,
     'dev-only "insecure" signatures are enabled. Try:',
     '',
-    ...demoUrls(url).map((u) => `  ${u.label.padEnd(46)} curl -o out '${u.url}'`),
+    ...demoUrls(url, proxy.capabilities).map(
+      (u) => `  ${u.label.padEnd(46)} curl -o out '${u.url}'`,
+    ),
     '',
     ...(relay ? inspectorLines(relay) : []),
     'Ctrl-C to stop.',
@@ -353,6 +391,7 @@ function signCommand(path: string, encoded: boolean): void {
     );
   }
   const config = configOrExit(process.env);
+  // With several pairs (rotation), `key` and `salt` are the first: the one that signs.
   if (!config.key || !config.salt) {
     process.stderr.write('audio-proxy sign: AP_KEY and AP_SALT must both be set\n');
     process.exit(USAGE_EXIT_CODE);

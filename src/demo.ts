@@ -4,11 +4,17 @@
  *
  * The files are generated once into a directory under the OS temp dir and reused; they are
  * synthetic (tones and shaped noise), long enough for a 30 s preview to be meaningful.
+ *
+ * `demoUrls` lists only what the running ffmpeg can render: given the proxy's capabilities, a URL
+ * whose options need a part that ffmpeg lacks (the npm fallback has no `deesser` for
+ * `enhance:voice`) gives way to its stand-in, or is left out, so every URL printed answers 200.
  */
 import { spawn } from 'node:child_process';
 import { mkdir, rename, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { parseRoute } from './http/options.js';
+import type { EncoderCapabilities } from './workers/capabilities.js';
 
 /** Bumped whenever the generated content changes, so a stale library is regenerated. */
 export const DEMO_LIBRARY_VERSION = 1;
@@ -92,13 +98,42 @@ export async function ensureDemoLibrary(ffmpeg: string, root = demoRoot()): Prom
   return root;
 }
 
-/** Ready-to-curl URLs for the demo, all with the dev-only `insecure` signature. */
-export function demoUrls(base: string): Array<{ label: string; url: string }> {
+/**
+ * Ready-to-curl URLs for the demo, all with the dev-only `insecure` signature; with
+ * `capabilities`, only those this ffmpeg can render.
+ */
+export function demoUrls(
+  base: string,
+  capabilities?: Pick<EncoderCapabilities, 'refusal'>,
+): Array<{ label: string; url: string }> {
+  const renders = (url: string) => {
+    if (capabilities === undefined) return true;
+    const route = parseRoute(url.slice(`${base}/insecure/`.length));
+    return !(route.ok && route.endpoint === 'render' && capabilities.refusal(route.options));
+  };
+  return allDemoUrls(base).flatMap(({ instead, ...entry }) => {
+    if (renders(entry.url)) return [entry];
+    return instead !== undefined && renders(instead.url) ? [instead] : [];
+  });
+}
+
+interface DemoUrl {
+  readonly label: string;
+  readonly url: string;
+  /** What the demo offers when this ffmpeg cannot render `url`. */
+  readonly instead?: { readonly label: string; readonly url: string };
+}
+
+function allDemoUrls(base: string): DemoUrl[] {
   return [
     { label: '30 s Opus preview', url: `${base}/insecure/f:opus/t:0:30/plain/local://music.flac` },
     {
       label: 'mono speech MP3 (64 kbps, voice enhancement)',
       url: `${base}/insecure/f:mp3/ch:1/br:64/enhance:voice/plain/local://speech.wav`,
+      instead: {
+        label: 'mono speech MP3 (64 kbps, loudness-normalised)',
+        url: `${base}/insecure/f:mp3/ch:1/br:64/norm:ebu/plain/local://speech.wav`,
+      },
     },
     {
       label: 'waveform peaks (JSON)',

@@ -48,6 +48,11 @@ export {
   startInspectorRelay,
 } from './inspect.js';
 export {
+  type DeliveryEvent,
+  type DeliveryInput,
+  deliveryMachine,
+} from './machines/delivery.js';
+export {
   type ProbeCoordinatorEvent,
   type ProbeCoordinatorInput,
   probeCoordinatorMachine,
@@ -120,4 +125,11 @@ export * as semaphoreClient from './services/semaphoreClient.js';
 export * as supervisorClient from './services/supervisorClient.js';
 export * as waitingRoomClient from './services/waitingRoomClient.js';
 export { CHANNELS, type ChannelName } from './telemetry/channels.js';
+export {
+  type CapabilityReading,
+  type Component,
+  EncoderCapabilities,
+  type Refusal,
+  readCapabilities,
+} from './workers/capabilities.js';
 export { resolveFfmpeg, resolveFfprobe } from './workers/ffmpegPath.js';

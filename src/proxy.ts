@@ -6,6 +6,10 @@
  * metrics router in `services/`; the listeners, in-flight drain, fatal policy and the public
  * types beside this file in `proxy/`); this file only wires.
  *
+ * Before anything starts, ffmpeg and ffprobe are resolved and ffmpeg's capabilities listed
+ * (while the variant store is proved): the boot log says what this ffmpeg cannot do, and the
+ * request path, the probe gate, `/health` and the demo are handed the one reading.
+ *
  * Start order (each later child may use every earlier one):
  *  1. semaphore, probe limiter, readiness: coordinators release into them from their own stop
  *     paths, so they must outlive every coordinator;
@@ -46,6 +50,7 @@ import { type Config, type ConfigProvider, staticConfig } from './config/index.j
 import { createLiveView } from './debug/liveView.js';
 import { errorResponse } from './http/errors.js';
 import { createHandler } from './http/handler.js';
+import { optionGrammarOf } from './http/presets.js';
 import { TurnBudget } from './http/turns.js';
 import { inspectRedactions, openInspection } from './inspect.js';
 import { readinessMachine } from './machines/readiness.js';
@@ -59,6 +64,7 @@ import {
   CLOSE_DRAIN_MS,
   type ProxyFatal,
 } from './proxy/types.js';
+import { ffmpegBootNotes, ffmpegHealth } from './services/encoderReport.js';
 import { metricsRouter } from './services/metricsRouter.js';
 import { poolGauges, poolHealth } from './services/poolGauges.js';
 import { probeLogic } from './services/probeGate.js';
@@ -82,6 +88,7 @@ import {
 } from './telemetry/channels.js';
 import { attachAccessLog, attachRenderLog, createLogger } from './telemetry/logger.js';
 import { Metrics, SCRAPE_SAMPLE_TIMEOUT_MS } from './telemetry/metrics.js';
+import { EncoderCapabilities, readCapabilities } from './workers/capabilities.js';
 import { resolveFfmpeg, resolveFfprobe } from './workers/ffmpegPath.js';
 
 export const VERSION = '0.1.0';
@@ -102,17 +109,26 @@ function isProvider(c: Config | ConfigProvider): c is ConfigProvider {
 export async function createAudioProxy(options: AudioProxyOptions): Promise<AudioProxy> {
   const provider = isProvider(options.config) ? options.config : staticConfig(options.config);
   const boot = provider.get();
-  const logger = options.logger ?? createLogger(boot.logLevel);
+  // The presets against the option grammar: a bad one is a ConfigError before anything is built.
+  optionGrammarOf(boot);
+  // JSON unless the config says `pretty`: the library never sniffs its host's terminal.
+  const logger = options.logger ?? createLogger(boot.logLevel, { format: boot.logFormat });
   const now = options.now ?? Date.now;
   const env = { PATH: process.env.PATH };
   const ffmpeg = resolveFfmpeg({ env: { ...env, AP_FFMPEG_PATH: boot.ffmpegPath } });
   const ffprobe = resolveFfprobe({ env: { ...env, AP_FFPROBE_PATH: boot.ffprobePath } });
+  // What this ffmpeg can do, listed while the store is proved (workers/capabilities.ts).
+  const reading = readCapabilities(ffmpeg.path);
 
   // The variant store, proved usable (file: staging swept + write probe; s3: PUT+DELETE).
   const store = await createVariantStore(boot);
   // Inspection (opt-in): connected before the first actor exists, so none goes unseen.
   const inspection = await openInspection(options.inspect, inspectRedactions(boot));
   const inspect = inspection.observer ? { inspect: inspection.observer } : {};
+  const capabilities = new EncoderCapabilities(await reading);
+  for (const note of ffmpegBootNotes(ffmpeg, ffprobe, capabilities)) {
+    logger[note.level](note.fields, note.message);
+  }
 
   // The singletons, created here and started by the system in its order.
   const { semaphore, probeLimiter } = createSlots(provider, inspect);
@@ -180,6 +196,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
               config: provider,
               pool: probePool,
               ffprobePath: ffprobe.path,
+              capabilities,
             }),
             supervise: (a, n) => void sys.supervise(a, n),
             ...inspect,
@@ -235,6 +252,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
     slots: () => semaphoreStats(semaphore, SCRAPE_SAMPLE_TIMEOUT_MS),
     rendersRunning: () => renders.running,
     backlogBytes: () => renders.backlogBytes,
+    variantStore: () => store?.usage?.(),
     extra: async () => poolGauges(pools),
   });
   const detachLogs = [attachRenderLog(logger), boot.accessLog ? attachAccessLog(logger) : null];
@@ -243,13 +261,16 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
   // Set when close() begins; read once per request, on entry.
   let stopping = false;
   const inFlight = new ResponsesInFlight();
-  const ffmpegVersionInfo = { path: ffmpeg.path, source: ffmpeg.source };
+  const ffmpegVersionInfo = ffmpegHealth(ffmpeg, capabilities);
   const inner = createHandler({
+    ...inspect, // the delivery actors, like every other, go to the inspector and the live view
+    track: liveView.track,
     stopping: () => stopping,
     turns,
     config: provider,
     version: VERSION,
     ffmpeg: () => ffmpegVersionInfo,
+    capabilities,
     pools: () => poolHealth(pools),
     nowMs: now,
     ready: () => checkReady(semaphore, readiness, provider.get().readyQueueThreshold),
@@ -319,6 +340,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
     metrics,
     ffmpeg,
     ffprobe,
+    capabilities,
     store,
     cluster,
   };

@@ -1,8 +1,10 @@
 // The `audio-proxy` command as an operator runs it (#16 item 4): the real bin in child processes.
 // --help has no side effects, --version answers, unknown flags and commands are refused by name
 // with exit 2, serve takes --host/--port beside AP_BIND/AP_PORT, boot failures are one line and
-// exit 1, and `sign` prints a path that verifies when a client sends it.
-import { spawn } from 'node:child_process';
+// exit 1, logs are pretty on a terminal (a pseudo-terminal through util-linux `script`) and JSON
+// lines on a pipe unless AP_LOG_FORMAT says otherwise, and `sign` prints a path that verifies
+// when a client sends it.
+import { spawn, spawnSync } from 'node:child_process';
 import { copyFile, mkdtemp, readFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { createServer } from 'node:net';
@@ -11,6 +13,7 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config/index.js';
+import { sign } from '../src/http/signature.js';
 import { createAudioProxy } from '../src/proxy.js';
 import { makeFixtures } from './fixtures/audio.js';
 import { waitFor } from './integration/harness.js';
@@ -130,6 +133,9 @@ describe('serve', () => {
     try {
       await waitFor(() => out.includes('audio-proxy listening'), 60_000, 50);
       expect(out).toContain(`http://127.0.0.1:${port}`);
+      // stdout is a pipe here: AP_LOG_FORMAT=auto (the default) writes JSON lines.
+      const listening = out.split('\n').find((l) => l.includes('audio-proxy listening'))!;
+      expect(JSON.parse(listening)).toMatchObject({ level: 30, msg: 'audio-proxy listening' });
       expect((await fetch(`http://127.0.0.1:${port}/health`)).status).toBe(200);
     } finally {
       child.kill('SIGTERM');
@@ -159,6 +165,19 @@ describe('serve', () => {
     }
   });
 
+  it('a preset the option grammar refuses is a configuration error: named, exit 2', async () => {
+    const r = await run(['serve'], {
+      AP_PORT: String(await freePort()),
+      AP_METRICS_PORT: String(await freePort()),
+      AP_PRESETS: 'ok=f:opus,typo=f:opus/brr:96',
+    });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(
+      'AP_PRESETS: the preset "typo" is not a valid option string: unknown option "brr:96"',
+    );
+    expect(r.stderr).not.toMatch(/^\s+at /m);
+  });
+
   it('an S3 variant store that fails its boot check is one line and exit 1', {
     timeout: 60_000,
   }, async () => {
@@ -181,6 +200,69 @@ describe('serve', () => {
       expect.stringMatching(/^audio-proxy serve: the variant store is unusable: AP_VARIANT_STORE=/),
     ]);
     expect(r.stderr).not.toMatch(/^\s+at /m); // no stack trace
+  });
+});
+
+/** util-linux `script`, which runs a command on a pseudo-terminal (absent: those tests skip). */
+const hasScript = process.platform === 'linux' && spawnSync('script', ['--version']).status === 0;
+
+/** `serve` on a pseudo-terminal until it says it listens; answers what the terminal showed. */
+async function serveOnTerminal(env: Record<string, string>): Promise<string> {
+  const child = spawn(
+    'script',
+    ['-q', '-e', '-c', `exec '${process.execPath}' '${BIN}' serve`, '/dev/null'],
+    {
+      env: {
+        PATH: process.env.PATH ?? '',
+        AUDIO_PROXY_FROM_SOURCE: '1',
+        AP_BIND: '127.0.0.1',
+        AP_PORT: String(await freePort()),
+        AP_METRICS_PORT: String(await freePort()),
+        AP_LOG_LEVEL: 'info',
+        ...env,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => (out += d));
+  child.stderr.on('data', (d: Buffer) => (out += d));
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  try {
+    await waitFor(() => out.includes('audio-proxy listening'), 60_000, 50);
+  } finally {
+    child.kill('SIGTERM'); // script ends the session, and the proxy with it
+    await exited;
+  }
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: ANSI colour codes
+  return out.replace(/\x1b\[[0-9;]*m/g, '').replace(/\r/g, '');
+}
+
+describe('log format (AP_LOG_FORMAT)', () => {
+  it.skipIf(!hasScript)(
+    'on a terminal, logs are pretty by default and JSON when asked',
+    {
+      timeout: 90_000,
+    },
+    async () => {
+      const [pretty, json] = await Promise.all([
+        serveOnTerminal({}),
+        serveOnTerminal({ AP_LOG_FORMAT: 'json' }),
+      ]);
+      const line = (out: string) =>
+        out.split('\n').find((l) => l.includes('audio-proxy listening'))!;
+      expect(line(pretty)).toMatch(
+        /^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: audio-proxy listening \{"url":"http:\/\/127\.0\.0\.1:\d+"/,
+      );
+      expect(JSON.parse(line(json))).toMatchObject({ level: 30, msg: 'audio-proxy listening' });
+    },
+  );
+
+  it('refuses a format it does not know, naming the variable', async () => {
+    const r = await run(['serve'], { AP_LOG_FORMAT: 'colour' });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('AP_LOG_FORMAT');
+    expect(r.stderr).toContain('`pretty`');
   });
 });
 
@@ -214,5 +296,19 @@ describe('sign', () => {
     } finally {
       await proxy.close();
     }
+  });
+});
+
+describe('sign with several key/salt pairs (rotation)', () => {
+  it('signs with the first pair; unequal counts are refused as a configuration error', async () => {
+    const env = { AP_KEY: `${'a1'.repeat(32)},${'a2'.repeat(32)}`, AP_SALT: 'b1,b2' };
+    const path = '/f:mp3/plain/local://a.wav';
+    const r = await run(['sign', path], env);
+    expect(r.code, r.stderr).toBe(0);
+    const first = sign(path, Buffer.from('a1'.repeat(32), 'hex'), Buffer.from('b1', 'hex'));
+    expect(r.stdout).toBe(`/${first}${path}\n`);
+    const mismatched = await run(['sign', path], { ...env, AP_SALT: 'b1' });
+    expect(mismatched.code).toBe(2);
+    expect(mismatched.stderr).toContain('AP_SALT has 1 value and AP_KEY has 2');
   });
 });

@@ -26,10 +26,12 @@ import {
   configOrExit,
   configWarnings,
   defaultReadyQueueThreshold,
+  LOG_FORMATS,
   LOG_LEVELS,
   loadConfig,
   MAX_PRESIGN_TTL_S,
   MAX_TIMEOUT_S,
+  MIN_VARIANT_STORE_MAX_BYTES,
   mutableConfig,
   nodeConfigFs,
   SERVE_MODES,
@@ -99,10 +101,14 @@ describe('defaults', () => {
     bind: undefined,
     key: undefined,
     salt: undefined,
+    rotatedKeys: [],
     allowInsecure: false,
+    presets: [],
+    onlyPresets: false,
     sourceAllowlist: [],
     localRoot: undefined,
     variantStore: undefined,
+    variantStoreMaxBytes: 0,
     maxConcurrency: CPUS,
     maxProbeConcurrency: 4 * CPUS,
     queueSize: 32,
@@ -116,6 +122,7 @@ describe('defaults', () => {
     serveMode: 'redirect',
     presignTtlS: 300,
     logLevel: 'info',
+    logFormat: 'auto',
     accessLog: true,
     metricsBind: '127.0.0.1',
     metricsPort: 9568,
@@ -338,6 +345,7 @@ describe('enumerations', () => {
   const table = [
     ['AP_SERVE_MODE', 'serveMode', SERVE_MODES],
     ['AP_LOG_LEVEL', 'logLevel', LOG_LEVELS],
+    ['AP_LOG_FORMAT', 'logFormat', LOG_FORMATS],
   ] as const;
 
   it.each(table)('%s accepts each allowed value', (name, field, allowed) => {
@@ -389,6 +397,88 @@ describe('AP_KEY and AP_SALT', () => {
 
   it('a short key states the 32-byte minimum', () => {
     expect(problem({ AP_KEY: 'deadBEEF' })).toContain('at least 32 bytes');
+  });
+});
+
+describe('AP_KEY and AP_SALT lists (key rotation)', () => {
+  const KEY2 = 'cd'.repeat(32);
+  const KEY3 = 'ef'.repeat(40);
+
+  it('pair by position: the first pair signs, the others are rotated pairs that verify', () => {
+    const c = load({ AP_KEY: `${KEY_HEX}, ${KEY2} ,${KEY3}`, AP_SALT: '00ff,01,0203' });
+    expect(c.key).toEqual(Buffer.alloc(32, 0xab));
+    expect(c.salt).toEqual(Buffer.from([0x00, 0xff]));
+    expect(c.rotatedKeys).toEqual([
+      { key: Buffer.alloc(32, 0xcd), salt: Buffer.from([0x01]) },
+      { key: Buffer.alloc(40, 0xef), salt: Buffer.from([0x02, 0x03]) },
+    ]);
+  });
+
+  it('a single value reads exactly as before, with no rotated pair', () => {
+    const c = load({ AP_KEY: KEY_HEX, AP_SALT: '00ff' });
+    expect(c.key).toEqual(Buffer.alloc(32, 0xab));
+    expect(c.rotatedKeys).toEqual([]);
+  });
+
+  it('unequal counts are refused at boot, naming both variables and both counts', () => {
+    const message = problem({ AP_KEY: `${KEY_HEX},${KEY2}`, AP_SALT: '00ff' });
+    expect(message).toContain('AP_SALT has 1 value and AP_KEY has 2');
+    expect(message).toContain('pair by position');
+    expect(configError({ AP_KEY: KEY_HEX, AP_SALT: '00,01' }).problems[0]!.variable).toBe(
+      'AP_SALT',
+    );
+  });
+
+  it.each([
+    ['AP_KEY', `${KEY_HEX},${'ab'.repeat(31)}`, 'entry 2 of 2', 'decodes to 31 bytes'],
+    ['AP_KEY', `${KEY_HEX},,${KEY2}`, 'entry 2 of 3', 'is empty'],
+    ['AP_KEY', `${KEY_HEX},`, 'entry 2 of 2', 'is empty'],
+    ['AP_SALT', '00ff,abc', 'entry 2 of 2', 'odd number'],
+    ['AP_SALT', 'zz,00', 'entry 1 of 2', 'outside 0-9a-fA-F'],
+  ])('%s=%s is refused (%s: %s) without echoing any value', (name, value, which, why) => {
+    const message = problem({ [name]: value });
+    expect(message).toContain(`${name} ${which} must be`);
+    expect(message).toContain(why);
+    for (const part of value.split(',')) if (part !== '') expect(message).not.toContain(part);
+  });
+
+  it('with AP_SALT unset, the first key is still loaded and nothing verifies (as before)', () => {
+    const c = load({ AP_KEY: `${KEY_HEX},${KEY2}` });
+    expect(c.key).toEqual(Buffer.alloc(32, 0xab));
+    expect(c.salt).toBeUndefined();
+    expect(c.rotatedKeys).toEqual([]);
+  });
+});
+
+describe('AP_PRESETS and AP_ONLY_PRESETS', () => {
+  it('reads name=options entries in order, trimmed, empty entries dropped', () => {
+    const c = load({ AP_PRESETS: ' preview = f:mp3/br:64/t:0:30 ,, hq_2=f:opus/br:160 , ' });
+    expect(c.presets).toEqual([
+      { name: 'preview', options: 'f:mp3/br:64/t:0:30' },
+      { name: 'hq_2', options: 'f:opus/br:160' },
+    ]);
+    expect(c.onlyPresets).toBe(false);
+  });
+
+  it.each([
+    ['Preview=f:mp3', 'preset name "Preview"'],
+    ['a:b=f:mp3', 'preset name "a:b"'],
+    [`${'x'.repeat(65)}=f:mp3`, 'must be 1 to 64 characters'],
+    ['=f:mp3', 'preset name ""'],
+    ['preview', 'has no options'],
+    ['preview=', 'has no options'],
+    ['a=f:mp3,a=f:opus', 'defined twice'],
+    ['a=f:mp3/dl:my file', 'whitespace'],
+  ])('%s is refused (%s)', (value, why) => {
+    const message = problem({ AP_PRESETS: value });
+    expect(message).toContain('AP_PRESETS');
+    expect(message).toContain(why);
+  });
+
+  it('AP_ONLY_PRESETS needs AP_PRESETS', () => {
+    expect(load({ AP_ONLY_PRESETS: '1', AP_PRESETS: 'a=f:mp3' }).onlyPresets).toBe(true);
+    const message = problem({ AP_ONLY_PRESETS: '1' });
+    expect(message).toContain('AP_ONLY_PRESETS needs AP_PRESETS');
   });
 });
 
@@ -502,6 +592,61 @@ describe('AP_VARIANT_STORE, file://', () => {
   it('with no store at all, the redirect default is accepted', () => {
     expect(load({}).serveMode).toBe('redirect');
     expect(load({ AP_SERVE_MODE: 'redirect' }).variantStore).toBeUndefined();
+  });
+});
+
+describe('AP_VARIANT_STORE_MAX_BYTES', () => {
+  const fileStore = () => ({ AP_VARIANT_STORE: `file://${storeDir}`, AP_SERVE_MODE: 'proxy' });
+
+  it('unset or 0: unbounded, with or without a store', () => {
+    expect(load({}).variantStoreMaxBytes).toBe(0);
+    expect(load({ AP_VARIANT_STORE_MAX_BYTES: '0' }).variantStoreMaxBytes).toBe(0);
+    expect(
+      load({ ...AWS, AP_VARIANT_STORE: 's3://variants', AP_VARIANT_STORE_MAX_BYTES: '0' }),
+    ).toMatchObject({ variantStoreMaxBytes: 0 });
+  });
+
+  it('bounds a file:// store, from 1 MiB up', () => {
+    expect(
+      load({ ...fileStore(), AP_VARIANT_STORE_MAX_BYTES: '1048576' }).variantStoreMaxBytes,
+    ).toBe(MIN_VARIANT_STORE_MAX_BYTES);
+    expect(
+      load({ ...fileStore(), AP_VARIANT_STORE_MAX_BYTES: '10737418240' }).variantStoreMaxBytes,
+    ).toBe(10 * 1024 ** 3);
+  });
+
+  it.each(['-1', '1.5', '10G', '1e9', ' 12 34', 'lots'])('%j is not an integer ≥ 0', (value) => {
+    expect(problem({ ...fileStore(), AP_VARIANT_STORE_MAX_BYTES: value })).toMatch(
+      /^AP_VARIANT_STORE_MAX_BYTES must be an integer ≥ 0 \(digits only\), got /,
+    );
+  });
+
+  it('below 1 MiB is refused as a likely unit mistake', () => {
+    const message = problem({ ...fileStore(), AP_VARIANT_STORE_MAX_BYTES: '1048575' });
+    expect(message).toBe(
+      'AP_VARIANT_STORE_MAX_BYTES must be 0 (unbounded) or at least 1048576 (1 MiB), got "1048575": it counts bytes (10 GiB is 10737418240)',
+    );
+    expect(problem({ ...fileStore(), AP_VARIANT_STORE_MAX_BYTES: '10' })).toContain('at least');
+  });
+
+  it('without a store, or with an s3:// one, a bound is refused', () => {
+    expect(problem({ AP_VARIANT_STORE_MAX_BYTES: '1048576' })).toBe(
+      'AP_VARIANT_STORE_MAX_BYTES bounds a file:// AP_VARIANT_STORE, and AP_VARIANT_STORE is not set',
+    );
+    expect(
+      problem({ ...AWS, AP_VARIANT_STORE: 's3://variants', AP_VARIANT_STORE_MAX_BYTES: '1048576' }),
+    ).toMatch(
+      /^AP_VARIANT_STORE_MAX_BYTES bounds a file:\/\/ store only; s3:\/\/variants is bounded by the bucket's own lifecycle rules/,
+    );
+  });
+
+  it('a store that is itself refused is reported once, not twice', () => {
+    const err = configError({
+      AP_VARIANT_STORE: 'file:///nope/not/a/directory',
+      AP_SERVE_MODE: 'proxy',
+      AP_VARIANT_STORE_MAX_BYTES: '1048576',
+    });
+    expect(err.problems.map((p) => p.variable)).toEqual(['AP_VARIANT_STORE']);
   });
 });
 
@@ -971,8 +1116,11 @@ describe('one rejected value per variable', () => {
     AP_KEY: { AP_KEY: 'abc' },
     AP_SALT: { AP_SALT: 'abc' },
     AP_ALLOW_INSECURE: { AP_ALLOW_INSECURE: 'maybe' },
+    AP_PRESETS: { AP_PRESETS: 'Bad Name=f:mp3' },
+    AP_ONLY_PRESETS: { AP_ONLY_PRESETS: 'maybe' },
     AP_LOCAL_ROOT: { AP_LOCAL_ROOT: '/' },
     AP_VARIANT_STORE: { AP_VARIANT_STORE: 'gopher://x' },
+    AP_VARIANT_STORE_MAX_BYTES: { AP_VARIANT_STORE_MAX_BYTES: '1GiB' },
     AP_SERVE_MODE: { AP_SERVE_MODE: 'stream' },
     AP_PRESIGN_TTL: { AP_PRESIGN_TTL: '0' },
     AP_MAX_CONCURRENCY: { AP_MAX_CONCURRENCY: '0' },
@@ -986,6 +1134,7 @@ describe('one rejected value per variable', () => {
     AP_MAX_DURATION_S: { AP_MAX_DURATION_S: '0' },
     AP_SOURCE_ALLOW_PRIVATE: { AP_SOURCE_ALLOW_PRIVATE: 'maybe' },
     AP_LOG_LEVEL: { AP_LOG_LEVEL: 'verbose' },
+    AP_LOG_FORMAT: { AP_LOG_FORMAT: 'colour' },
     AP_METRICS_BIND: { AP_METRICS_BIND: 'localhost' },
     AP_BIND: { AP_BIND: '0.0.0.0:4000' },
     AP_METRICS_PORT: { AP_METRICS_PORT: '0' },

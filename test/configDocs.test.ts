@@ -95,6 +95,7 @@ describe('CONFIG_VARIABLES against what loadConfig reads', () => {
       AP_SOURCE_ALLOWLIST: 'a,b',
       AP_LOCAL_ROOT: dir,
       AP_VARIANT_STORE: 's3://variants',
+      AP_VARIANT_STORE_MAX_BYTES: '0',
       AP_SERVE_MODE: 'redirect',
       AP_PRESIGN_TTL: '60',
       AP_MAX_CONCURRENCY: '2',

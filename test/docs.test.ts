@@ -1,8 +1,8 @@
 // docs/ agrees with the code: the error table in docs/errors.md and `ERROR_TABLE` match in both
 // directions, and each documented row is what `errorResponse` really sends; the metric table in
-// docs/operations.md is exactly what a real proxy's /metrics exposes (names and types); every
-// name the docs import from 'audio-proxy' is exported by src/index.ts; every link between the
-// pages points at a page (and a heading) that exists.
+// docs/operations.md (ours and the standard process ones) is exactly what a real proxy's
+// /metrics exposes (names and types); every name the docs import from 'audio-proxy' is exported
+// by src/index.ts; every link between the pages points at a page (and a heading) that exists.
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, normalize } from 'node:path';
 import { pino } from 'pino';
@@ -59,7 +59,8 @@ function failureFor(r: ErrorRow): Failure {
     case 'not_found':
       return { type: 'not_found', scope: r.scope ?? 'source' };
     case 'invalid_options':
-      return { type: 'invalid_options', message: 'unknown option "xyz:1"' };
+    case 'unsupported_option':
+      return { type: r.type, message: 'unknown option "xyz:1"' };
     case 'queue_full':
       return { type: 'queue_full', retryAfterS: 3 };
     case 'shutting_down':
@@ -126,7 +127,14 @@ describe('docs/operations.md against /metrics', () => {
     );
     const page = readFileSync(join(process.cwd(), 'docs/operations.md'), 'utf8');
     const fromPage = new Map(
-      [...page.matchAll(/^\| `(audio_proxy_\w+)` +\| (\w+) /gm)].map((m) => [m[1]!, m[2]!]),
+      [
+        ...page.matchAll(
+          /^\| `((?:audio_proxy|process|nodejs)_\w+)` +\| (\w+) +\| [^|]*\| (.*)\|$/gm,
+        ),
+      ]
+        // prom-client reads these from /proc: elsewhere they are not exposed
+        .filter((m) => process.platform === 'linux' || !m[3]!.includes('(Linux)'))
+        .map((m) => [m[1]!, m[2]!]),
     );
     expect(fromMetrics.size).toBeGreaterThan(10);
     expect(Object.fromEntries(fromPage)).toEqual(Object.fromEntries(fromMetrics));

@@ -37,6 +37,8 @@ describe('src/index.ts', () => {
       'waitingRoomMachine',
       'teeMachine',
       'registryLinkMachine',
+      'deliveryMachine',
+      'renderLogic',
       'createCapacityRegistry',
       'createMembership',
       'startInspectorRelay',

@@ -89,6 +89,7 @@ describe('inspect: { url } of a relay', () => {
         'processSupervisor',
         'probeCoordinator',
         'renderCoordinator',
+        'delivery',
       ]),
     );
     const coordinator = actorNamed('renderCoordinator')!;
@@ -120,6 +121,10 @@ describe('inspect: { url } of a relay', () => {
         (e as { event: { type: string } }).event.type === 'render.chunk',
     ) as { event: { data: unknown } } | undefined;
     expect(chunk?.event.data).toEqual({ bytes: expect.any(Number) });
+    // The request's delivery streamed, then ended in `done` with its response.
+    const delivery = actorNamed('delivery')!;
+    await waitFor(() => valuesOf(delivery.sessionId).includes('done'), 10_000);
+    expect(valuesOf(delivery.sessionId)).toContain('streaming');
 
     expect(await within(proxy.close(), 20_000)).not.toBe('timeout');
     proxy = undefined;

@@ -40,7 +40,7 @@ import type { Redis } from 'ioredis';
 import type { AnyActorRef } from 'xstate';
 import type { Config } from '../config/index.js';
 import type { RenderRequest, SubscribeOutcome } from '../core/request.js';
-import type { BeforeRenderOutcome, ClusterEndpoints } from '../http/handler.js';
+import type { BeforeRenderOutcome, ClusterEndpoints } from '../http/services.js';
 import type { ClusterSample } from '../telemetry/metrics.js';
 import { createCapacityRegistry, RESERVATION_LEASE_MS } from './capacityRegistry.js';
 import {
@@ -82,7 +82,10 @@ export class Cluster implements ClusterEndpoints {
   readonly #registry: CapacityRegistry;
   readonly #membership: Membership;
   readonly #agent: Agent;
+  /** Signs this node's hops: derived from the first `AP_KEY`/`AP_SALT` pair. */
   readonly #hopKey: Buffer;
+  /** Verify a peer's hops: `#hopKey`, then the rotated pairs' (a peer may still sign with one). */
+  readonly #hopKeys: readonly Buffer[];
   /** Each request's hop verdict, computed once (its time check must not flip between uses). */
   readonly #hops = new WeakMap<IncomingMessage, VerifiedHop | null>();
   /** Claim references by response, so a hand-off can drop its own before forwarding. */
@@ -115,6 +118,7 @@ export class Cluster implements ClusterEndpoints {
     }
     this.#config = c;
     this.#hopKey = hopKey(c.key, c.salt);
+    this.#hopKeys = [this.#hopKey, ...c.rotatedKeys.map((p) => hopKey(p.key, p.salt))];
     this.nodeId = c.clusterNodeId;
     this.url = c.clusterAdvertiseUrl;
     this.#onError = options.onError ?? (() => {});
@@ -344,7 +348,7 @@ export class Cluster implements ClusterEndpoints {
   #hop(req: IncomingMessage): VerifiedHop | null {
     let hop = this.#hops.get(req);
     if (hop === undefined) {
-      hop = verifiedHop(req, this.#hopKey, this.url) ?? null;
+      hop = verifiedHop(req, this.#hopKeys, this.url) ?? null;
       this.#hops.set(req, hop);
     }
     return hop;

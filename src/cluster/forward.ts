@@ -9,7 +9,8 @@
  * - **Only a node can say "forwarded".** The hop header is `v1 <nodeId> <ms> <mac>`: an
  *   HMAC-SHA256, under a key derived (HKDF) from the cluster's shared `AP_KEY` and `AP_SALT`, over
  *   the sending node, the time, the method, the path, the receiving node's origin and the
- *   reservation id. `verifiedHop` believes it only when the MAC matches and the time is within
+ *   reservation id (the first `AP_KEY`/`AP_SALT` pair signs; during a key rotation every pair's
+ *   derived key verifies). `verifiedHop` believes it only when a MAC matches and the time is within
  *   `HOP_VALIDITY_MS`; anything else (a client's own header, a hop replayed to another node, to
  *   another path, later, or with another reservation) is ignored, and the request is served as
  *   if it came straight from a client. The derived key never signs a URL and no URL signature
@@ -143,11 +144,12 @@ export interface VerifiedHop {
 
 /**
  * The request's hop, if a node of this cluster sent it to this node (`selfUrl`) for this very
- * method and path within `HOP_VALIDITY_MS`; undefined for a client's header, or none.
+ * method and path within `HOP_VALIDITY_MS`; undefined for a client's header, or none. `key` may
+ * be several hop keys (key rotation): each is compared, without an early exit.
  */
 export function verifiedHop(
   req: IncomingMessage,
-  key: Uint8Array,
+  key: Uint8Array | readonly Uint8Array[],
   selfUrl: string,
   nowMs: number = Date.now(),
 ): VerifiedHop | undefined {
@@ -160,18 +162,14 @@ export function verifiedHop(
   if (Math.abs(nowMs - Number(at)) > HOP_VALIDITY_MS) return undefined;
   const r = req.headers[RESERVATION_HEADER];
   const reservationId = typeof r === 'string' && r !== '' ? r : undefined;
-  const expected = hopMac(
-    key,
-    from,
-    at,
-    req.method ?? '',
-    req.url ?? '',
-    new URL(selfUrl).origin,
-    reservationId ?? '',
-  );
   const given = Buffer.from(mac, 'base64url');
-  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return undefined;
-  return { from, reservationId };
+  const to = new URL(selfUrl).origin;
+  let matched = 0;
+  for (const k of key instanceof Uint8Array ? [key] : key) {
+    const expected = hopMac(k, from, at, req.method ?? '', req.url ?? '', to, reservationId ?? '');
+    matched |= Number(given.length === expected.length && timingSafeEqual(given, expected));
+  }
+  return matched === 1 ? { from, reservationId } : undefined;
 }
 
 export function forward(

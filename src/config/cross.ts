@@ -18,6 +18,8 @@ import type { S3Profile } from './types.js';
 
 /** Rules that tie several variables together, as documented. */
 export const CONFIG_CROSS_RULES: readonly string[] = [
+  '`AP_KEY` and `AP_SALT` list as many values each when both are set: they pair by position (the first pair signs, every pair verifies).',
+  '`AP_ONLY_PRESETS` needs `AP_PRESETS` (with no preset, no render URL could be served).',
   '`AP_READY_QUEUE_THRESHOLD` must not exceed `AP_QUEUE_SIZE` (queue depth could never reach it).',
   '`AP_CLUSTER_ADVERTISE_URL` is required when `AP_CLUSTER_REDIS_URL` is set.',
   '`AP_METRICS_PORT` must differ from the listener port (`AP_PORT`, else `PORT`, else 4000).',
@@ -29,6 +31,20 @@ export const CONFIG_CROSS_RULES: readonly string[] = [
 
 /** Checks every rule across variables; problems go to the ledger. */
 export function checkCrossRules(f: Fields, variantS3: S3Profile, ld: Ledger): void {
+  if (f.keys !== undefined && f.salts !== undefined && f.keys.length !== f.salts.length) {
+    if (ld.ok('keys', 'salts')) {
+      ld.fail(
+        'salts',
+        `AP_SALT has ${f.salts.length} ${f.salts.length === 1 ? 'value' : 'values'} and AP_KEY has ${f.keys.length}: they pair by position (key rotation: the first pair signs, every pair verifies), so each key needs its salt`,
+      );
+    }
+  }
+  if (f.onlyPresets && f.presets.length === 0 && ld.ok('onlyPresets', 'presets')) {
+    ld.fail(
+      'onlyPresets',
+      'AP_ONLY_PRESETS needs AP_PRESETS: with only presets allowed and none defined, no render URL could be served',
+    );
+  }
   if (ld.ok('queueSize', 'readyQueueThreshold') && f.readyQueueThreshold > f.queueSize) {
     ld.fail(
       'readyQueueThreshold',
@@ -69,8 +85,8 @@ export function checkCrossRules(f: Fields, variantS3: S3Profile, ld: Ledger): vo
       `AP_VARIANT_STORE=s3://${store.bucket} needs S3 credentials: set AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_REGION, or ${group}; or use a file:/// store`,
     );
   }
-  if (f.clusterRedisUrl !== undefined && (f.key === undefined || f.salt === undefined)) {
-    if (ld.ok('key', 'salt')) {
+  if (f.clusterRedisUrl !== undefined && (f.keys === undefined || f.salts === undefined)) {
+    if (ld.ok('keys', 'salts')) {
       ld.fail(
         'clusterRedisUrl',
         'AP_CLUSTER_REDIS_URL needs AP_KEY and AP_SALT (the same on every node): nodes authenticate the requests they forward to each other with a key derived from them, and a request claiming to be forwarded without it is served as a client’s',

@@ -55,6 +55,9 @@ export const DEFAULT_WAITING_ROOM_SLOT_SHARE = 0.5;
 export const DEFAULT_BACKLOG_BUDGET_BYTES = 256 * 1024 * 1024;
 /** Bytes of hot variant bodies kept in memory for HIT serving (0 = off). */
 export const DEFAULT_HIT_CACHE_BYTES = 64 * 1024 * 1024;
+/** Smallest non-zero `AP_VARIANT_STORE_MAX_BYTES`: below it a bound is a unit mistake (10 meant
+ *  as 10 GB), and it would hold less than one minute of most variants. */
+export const MIN_VARIANT_STORE_MAX_BYTES = 1024 * 1024;
 /** Cluster render-claim and membership lease, in ms: renewed every third of it, so a busy node
  *  must miss two renewals running before it loses a claim, and a dead node's lapse within 10 s. */
 export const DEFAULT_CLUSTER_LEASE_MS = 10_000;
@@ -68,6 +71,8 @@ export const MAX_CLUSTER_NAME_CHARS = 128;
 export const PROBE_CONCURRENCY_FACTOR = 4;
 /** Shortest HMAC-SHA256 key, in bytes; RFC 2104 asks for at least the hash length. */
 export const MIN_KEY_BYTES = 32;
+/** Longest preset name, in characters (`AP_PRESETS`; a URL names it in `pr:NAME`). */
+export const MAX_PRESET_NAME_CHARS = 64;
 /** Highest TCP port; Node's `listen` throws a bare RangeError past it, naming no variable. */
 export const MAX_PORT = 65_535;
 /** Longest timeout, in seconds: Node timers overflow past 2^31-1 ms, and deadlines add up to 3 s. */
@@ -87,8 +92,11 @@ export const FALSY_WORDS = ['0', 'false', 'no', 'off'] as const;
 export const SERVE_MODES = ['redirect', 'proxy'] as const;
 /** `AP_LOG_LEVEL`'s vocabulary, the original's; the logger maps `warning` to pino's `warn`. */
 export const LOG_LEVELS = ['debug', 'info', 'warning', 'error'] as const;
+/** `AP_LOG_FORMAT`: `auto` is pretty on a terminal (the CLI), JSON lines otherwise. */
+export const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
 export const S3_ADDRESSING_STYLES = ['virtual', 'path'] as const;
 
 export type ServeMode = (typeof SERVE_MODES)[number];
 export type LogLevel = (typeof LOG_LEVELS)[number];
+export type LogFormat = (typeof LOG_FORMATS)[number];
 export type S3Addressing = (typeof S3_ADDRESSING_STYLES)[number];

@@ -30,8 +30,14 @@ function cell(text: string): string {
   return text.replaceAll('|', '\\|').replaceAll('\n', ' ');
 }
 
-/** A Markdown table padded the way the repository's formatter (Biome) pads one, so it is stable. */
-function table(header: readonly string[], rows: readonly (readonly string[])[]): string[] {
+/**
+ * A Markdown table padded the way the repository's formatter (Biome) pads one, so it is stable.
+ * Cells are taken as given (escape `|` first); also used by the option reference (`http/`).
+ */
+export function markdownTable(
+  header: readonly string[],
+  rows: readonly (readonly string[])[],
+): string[] {
   const widths = header.map((h, i) => Math.max(3, h.length, ...rows.map((r) => r[i]!.length)));
   const line = (cells: readonly string[]) =>
     `| ${cells.map((c, i) => c.padEnd(widths[i]!)).join(' | ')} |`;
@@ -64,7 +70,7 @@ export function renderConfigDocs(): string {
     const rows = CONFIG_VARIABLES.filter((v) => v.section === section).map((v) =>
       [`\`${v.name}\``, v.default, v.rule, v.doc].map(cell),
     );
-    lines.push('', `## ${section}`, '', ...table(TABLE_HEADER, rows));
+    lines.push('', `## ${section}`, '', ...markdownTable(TABLE_HEADER, rows));
   }
   lines.push(
     '',

@@ -5,10 +5,11 @@
  *
  * ## How it is built
  * Each environment variable is one row (`row.ts`): its documentation and the reader that turns
- * its value into one field. The rows live by concern in `rows/` (listeners and signing, sources,
- * store, limits, waiting room, telemetry, S3, executables, cluster); `table.ts` lists them in
- * documentation order. `loadConfig` (`load.ts`) folds over the table (`fold.ts`), assembles the
- * S3 profiles, checks the rules across variables (`cross.ts`) and freezes the result; the
+ * its value into one field. The rows live by concern in `rows/` (listeners and signing, presets,
+ * sources, store, limits, waiting room, telemetry, S3, executables, cluster); `table.ts` lists
+ * them in documentation order. `loadConfig` (`load.ts`) folds over the table (`fold.ts`),
+ * assembles the S3 profiles and the signing pairs, checks the rules across variables
+ * (`cross.ts`) and freezes the result; the
  * operator documentation is generated from the same table (`docs.ts`). A variable's name is
  * written once, in its row.
  *
@@ -20,8 +21,9 @@
  * - **Unset means default.** Values are trimmed; empty or all-whitespace is the same as absent.
  * - **No secret is echoed.** `AP_KEY`, `AP_SALT`, AWS secrets and URL userinfo never appear in a
  *   message, so a boot failure cannot put a credential in a log.
- * - **A loaded config never changes.** Everything is frozen except the `key` and `salt` Buffers,
- *   which JavaScript cannot freeze; they are private copies nobody else holds.
+ * - **A loaded config never changes.** Everything is frozen except the key and salt Buffers
+ *   (`key`, `salt`, `rotatedKeys`), which JavaScript cannot freeze; they are private copies
+ *   nobody else holds.
  * - **Filesystem claims are proved, not assumed.** Directories are stat'ed, a `file://` store is
  *   written to, a CA bundle is read, an executable is `access(X_OK)`-checked.
  *
@@ -57,16 +59,20 @@ export {
   DEFAULT_WAITING_ROOM_RESERVATION_S,
   DEFAULT_WAITING_ROOM_SLOT_SHARE,
   FALSY_WORDS,
+  LOG_FORMATS,
   LOG_LEVELS,
+  type LogFormat,
   type LogLevel,
   MAX_CLUSTER_LEASE_MS,
   MAX_CLUSTER_NAME_CHARS,
   MAX_NICE,
   MAX_PORT,
+  MAX_PRESET_NAME_CHARS,
   MAX_PRESIGN_TTL_S,
   MAX_TIMEOUT_S,
   MIN_CLUSTER_LEASE_MS,
   MIN_KEY_BYTES,
+  MIN_VARIANT_STORE_MAX_BYTES,
   PROBE_CONCURRENCY_FACTOR,
   S3_ADDRESSING_STYLES,
   type S3Addressing,
@@ -74,7 +80,7 @@ export {
   type ServeMode,
   TRUTHY_WORDS,
 } from './defaults.js';
-export { CONFIG_GENERAL_RULES, renderConfigDocs } from './docs.js';
+export { CONFIG_GENERAL_RULES, markdownTable, renderConfigDocs } from './docs.js';
 export { ConfigError, type ConfigProblem } from './fold.js';
 export {
   CONFIG_EXIT_CODE,
@@ -93,11 +99,13 @@ export {
 } from './provider.js';
 export { type ConfigFs, type ConfigVariable, nodeConfigFs } from './row.js';
 export { defaultReadyQueueThreshold } from './rows/limits.js';
-export { CONFIG_VARIABLES, type ConfigVariableName } from './table.js';
+export { CONFIG_VARIABLES, type ConfigVariableName, variableOf } from './table.js';
 export type {
   Config,
+  PresetDefinition,
   S3Credentials,
   S3Endpoint,
   S3Profile,
+  SigningPair,
   VariantStoreConfig,
 } from './types.js';

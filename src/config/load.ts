@@ -7,7 +7,7 @@
  * ## Invariants
  * - **Valid or no boot.** Every value is checked; `ConfigError` (`ERR_CONFIG`) carries every
  *   problem found, each naming its variable and the rule, so one restart fixes them all.
- * - **A loaded config never changes**: it is deeply frozen (the `key` and `salt` Buffers aside,
+ * - **A loaded config never changes**: it is deeply frozen (the key and salt Buffers aside,
  *   which JavaScript cannot freeze; they are private copies nobody else holds).
  * - **The library never exits the process**; only `configOrExit`, for a command-line host.
  * - **The filesystem is touched where a value is a filesystem claim**, the network never.
@@ -17,6 +17,7 @@ import { checkCrossRules } from './cross.js';
 import { ConfigError, type Env, Ledger } from './fold.js';
 import { freezeDeep } from './provider.js';
 import { type ConfigFs, nodeConfigFs } from './row.js';
+import { signingKeys } from './rows/listeners.js';
 import { s3Profiles } from './rows/s3.js';
 import { CONFIG_ROWS, KNOWN_NAMES, variableOf } from './table.js';
 import type { Config } from './types.js';
@@ -49,6 +50,8 @@ export function loadConfig(env: Env, opts: LoadConfigOptions = {}): Config {
   // The pieces the S3 profiles were assembled from are not part of the Config.
   const {
     apPort: _apPort,
+    keys: _keys,
+    salts: _salts,
     s3Endpoint: _s3Endpoint,
     s3Addressing: _s3Addressing,
     s3CaBundle: _s3CaBundle,
@@ -66,7 +69,7 @@ export function loadConfig(env: Env, opts: LoadConfigOptions = {}): Config {
     awsSessionToken: _awsSessionToken,
     ...own
   } = fields;
-  return freezeDeep(exactConfig({ ...own, s3, variantS3 }));
+  return freezeDeep(exactConfig({ ...own, ...signingKeys(fields), s3, variantS3 }));
 }
 
 /** `value` as a `Config`; the compiler refuses one that still carries a piece `Config` lacks. */
@@ -114,9 +117,10 @@ export function configWarnings(config: Config, env: Env): string[] {
     );
   }
   if (config.key === undefined || config.salt === undefined) {
-    const missing = (['key', 'salt'] as const)
-      .filter((field) => config[field] === undefined)
-      .map(variableOf);
+    const missing = [
+      ...(config.key === undefined ? [variableOf('keys')] : []),
+      ...(config.salt === undefined ? [variableOf('salts')] : []),
+    ];
     out.push(`${missing.join(' and ')} unset: every signed request will be refused with a 401`);
   }
   const unknown = unrecognisedVariables(env);

@@ -16,10 +16,15 @@ import * as nodeFs from 'node:fs';
 import { isIP } from 'node:net';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { FALSY_WORDS, MAX_CLUSTER_NAME_CHARS, TRUTHY_WORDS } from './defaults.js';
+import {
+  FALSY_WORDS,
+  MAX_CLUSTER_NAME_CHARS,
+  MAX_PRESET_NAME_CHARS,
+  TRUTHY_WORDS,
+} from './defaults.js';
 import type { Reading } from './row.js';
 import { INTEGER_KINDS, type IntegerKind, RULE } from './rules.js';
-import type { S3Endpoint } from './types.js';
+import type { PresetDefinition, S3Endpoint } from './types.js';
 
 /** Longest echo of a bad value in a message, in characters; the rest is elided. */
 const MAX_ECHO_CHARS = 120;
@@ -28,6 +33,7 @@ const DIGITS_RE = /^[0-9]+$/;
 const HEX_RE = /^(?:[0-9a-fA-F]{2})+$/;
 /** `scheme://…@` within the authority: userinfo, even an empty one. */
 export const USERINFO_RE = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]*@/;
+const PRESET_NAME_RE = new RegExp(`^[a-z0-9_-]{1,${MAX_PRESET_NAME_CHARS}}$`);
 const CLUSTER_NAME_RE = new RegExp(`^[A-Za-z0-9._:@-]{1,${MAX_CLUSTER_NAME_CHARS}}$`);
 
 /** A bad value as a message quotes it: JSON-quoted, elided past `MAX_ECHO_CHARS`. */
@@ -88,27 +94,77 @@ export function enumeration<T extends string>(v: Reading, allowed: readonly T[],
   return fallback;
 }
 
-/** Hex to bytes. The value is a secret, so it is never echoed. */
-export function hex(v: Reading, minBytes: number): Buffer | undefined {
-  const { name, raw } = v;
-  if (raw === undefined) return undefined;
+/** Why `raw` is not hex of at least `minBytes` bytes, or its bytes. Never quotes `raw`. */
+function decodeHex(raw: string, minBytes: number): Buffer | string {
   if (!HEX_RE.test(raw)) {
-    const why = /^[0-9a-fA-F]+$/.test(raw)
-      ? `an odd number of characters (${raw.length})`
-      : 'a character outside 0-9a-fA-F';
-    return v.fail(
-      `${name} must be ${minBytes > 0 ? RULE.key : RULE.hex}; the value (not shown) has ${why}`,
-    );
+    return /^[0-9a-fA-F]+$/.test(raw)
+      ? `has an odd number of characters (${raw.length})`
+      : 'has a character outside 0-9a-fA-F';
   }
   // Buffer.alloc, not Buffer.from: an unpooled buffer shares its memory with nothing else.
   const bytes = Buffer.alloc(raw.length / 2);
   bytes.write(raw, 'hex');
-  if (bytes.length < minBytes) {
-    return v.fail(
-      `${name} must be ${RULE.key}; the value (not shown) decodes to ${bytes.length} bytes`,
-    );
+  return bytes.length < minBytes ? `decodes to ${bytes.length} bytes` : bytes;
+}
+
+/**
+ * A comma-separated list of hex values to bytes, in order (key rotation: `AP_KEY`, `AP_SALT`).
+ * A single value reads exactly as it always did. The values are secrets, so none is echoed; a
+ * problem names the entry's position when there are several.
+ */
+export function hexList(v: Reading, minBytes: number): readonly Buffer[] | undefined {
+  const { name, raw } = v;
+  if (raw === undefined) return undefined;
+  const entries = raw.split(',').map((s) => s.trim());
+  const rule = minBytes > 0 ? RULE.key : RULE.hex;
+  const out: Buffer[] = [];
+  let failed = false;
+  for (const [i, entry] of entries.entries()) {
+    const which = entries.length === 1 ? name : `${name} entry ${i + 1} of ${entries.length}`;
+    const bytes = entry === '' ? 'is empty' : decodeHex(entry, minBytes);
+    if (typeof bytes === 'string') {
+      v.fail(`${which} must be ${rule}; the value (not shown) ${bytes}`);
+      failed = true;
+    } else {
+      out.push(bytes);
+    }
   }
-  return bytes;
+  return failed ? undefined : out;
+}
+
+/**
+ * `name=options` entries, comma-separated, in order. Proves the syntax a URL relies on (a name
+ * `pr:NAME` can carry, unique; options a path could spell); the options' grammar is checked
+ * where it lives, when the proxy is built. Every bad entry is a problem of its own.
+ */
+export function presetList(v: Reading): readonly PresetDefinition[] {
+  const { name, raw } = v;
+  if (raw === undefined) return [];
+  const out: PresetDefinition[] = [];
+  const seen = new Set<string>();
+  for (const entry of raw.split(',').map((s) => s.trim())) {
+    if (entry === '') continue;
+    const eq = entry.indexOf('=');
+    const preset = eq === -1 ? entry : entry.slice(0, eq).trim();
+    const options = eq === -1 ? '' : entry.slice(eq + 1).trim();
+    if (!PRESET_NAME_RE.test(preset)) {
+      v.fail(
+        `${name}: the preset name ${show(preset)} must be 1 to ${MAX_PRESET_NAME_CHARS} characters from a-z 0-9 _ -`,
+      );
+    } else if (seen.has(preset)) {
+      v.fail(`${name}: the preset ${show(preset)} is defined twice`);
+    } else if (options === '') {
+      v.fail(`${name}: the preset ${show(preset)} has no options (write ${preset}=f:opus/br:96)`);
+    } else if (/\s/.test(options)) {
+      v.fail(
+        `${name}: the preset ${show(preset)} has whitespace in its options, which no URL carries (percent-encode it)`,
+      );
+    } else {
+      out.push({ name: preset, options });
+    }
+    seen.add(preset);
+  }
+  return out;
 }
 
 export function list(v: Reading): readonly string[] {

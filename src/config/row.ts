@@ -25,6 +25,7 @@ import type { Config, S3Endpoint } from './types.js';
 /** The documentation sections, in the order `docs/configuration.md` lists them. */
 export const SECTIONS = {
   listen: 'Listeners and signing',
+  presets: 'Presets',
   sources: 'Sources',
   store: 'Variant store and serving',
   limits: 'Limits and timeouts',
@@ -51,9 +52,14 @@ export interface ConfigVariable {
 /**
  * What the rows yield, one field per row: the `Config` fields, except the two S3 profiles, which
  * are assembled after the fold from the pieces below (they need the `AWS_*` identity, listed
- * last), and `AP_PORT`'s own value, which the effective `port` is derived from.
+ * last), the signing pairs, which are paired from `AP_KEY`'s and `AP_SALT`'s lists after the
+ * fold, and `AP_PORT`'s own value, which the effective `port` is derived from.
  */
-export interface Fields extends Omit<Config, 's3' | 'variantS3'> {
+export interface Fields extends Omit<Config, 's3' | 'variantS3' | 'key' | 'salt' | 'rotatedKeys'> {
+  /** `AP_KEY`'s entries, in order; `Config.key` is the first, the rest pair into `rotatedKeys`. */
+  readonly keys: readonly Buffer[] | undefined;
+  /** `AP_SALT`'s entries, paired with `keys` by position. */
+  readonly salts: readonly Buffer[] | undefined;
   /** `AP_PORT` when set (its fallback when invalid); `port` is the effective listener port. */
   readonly apPort: number | undefined;
   readonly s3Endpoint: S3Endpoint | undefined;

@@ -17,6 +17,7 @@ import { CLUSTER_ROWS } from './rows/cluster.js';
 import { EXECUTABLE_ROWS } from './rows/executables.js';
 import { LIMIT_ROWS } from './rows/limits.js';
 import { LISTENER_ROWS } from './rows/listeners.js';
+import { PRESET_ROWS } from './rows/presets.js';
 import { AWS_ROWS, S3_ROWS } from './rows/s3.js';
 import { SOURCE_ROWS } from './rows/sources.js';
 import { STORE_ROWS } from './rows/store.js';
@@ -51,6 +52,7 @@ function checked<const R extends readonly ConfigRow[]>(rows: R & Complete<R>): R
 /** Every row, in documentation order; what `loadConfig` folds over. */
 export const CONFIG_ROWS = checked([
   ...LISTENER_ROWS,
+  ...PRESET_ROWS,
   ...SOURCE_ROWS,
   ...STORE_ROWS,
   ...LIMIT_ROWS,

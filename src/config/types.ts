@@ -2,13 +2,14 @@
  * The shape of a loaded configuration: `Config` and the S3 and store descriptions inside it.
  *
  * ## Invariants
- * - **Every field is readonly, and a loaded value is deeply frozen** (except the `key` and `salt`
+ * - **Every field is readonly, and a loaded value is deeply frozen** (except the key and salt
  *   Buffers, which JavaScript cannot freeze; they are private copies nobody else holds).
  * - **Each field's `@default` is the documented default**; the row that reads the field's
  *   variable applies it (`rows/`), and `docs/configuration.md` is generated from those rows.
- * - **Secrets stay in typed fields** (`key`, `salt`, `S3Credentials`) and are never echoed.
+ * - **Secrets stay in typed fields** (`key`, `salt`, `rotatedKeys`, `S3Credentials`) and are
+ *   never echoed.
  */
-import type { LogLevel, S3Addressing, ServeMode } from './defaults.js';
+import type { LogFormat, LogLevel, S3Addressing, ServeMode } from './defaults.js';
 
 /** An S3-compatible endpoint: an origin and nothing more. */
 export interface S3Endpoint {
@@ -46,24 +47,46 @@ export type VariantStoreConfig =
   | { readonly kind: 'file'; readonly root: string }
   | { readonly kind: 's3'; readonly bucket: string };
 
+/** One key/salt pair of `AP_KEY`/`AP_SALT` (entries at the same position), decoded. */
+export interface SigningPair {
+  readonly key: Buffer;
+  readonly salt: Buffer;
+}
+
+/** A named preset of `AP_PRESETS`: a stored option string, as a URL would spell it. */
+export interface PresetDefinition {
+  /** `[a-z0-9_-]`, unique. */
+  readonly name: string;
+  /** `/`-separated option segments, checked against the grammar when the proxy is built. */
+  readonly options: string;
+}
+
 /** The validated configuration. Frozen; read through a `ConfigProvider`. */
 export interface Config {
   /** Public listener port (`AP_PORT`, else `PORT`). @default 4000 */
   readonly port: number;
   /** Public listener address, an IP literal. @default undefined (every interface) */
   readonly bind: string | undefined;
-  /** HMAC key, decoded. Unset: every signed request is a 401. @default undefined */
+  /** HMAC key (`AP_KEY`'s first entry), decoded: what signs. Unset: every signed request is a 401. @default undefined */
   readonly key: Buffer | undefined;
-  /** Bytes prepended to the signed path, decoded. @default undefined */
+  /** Bytes prepended to the signed path (`AP_SALT`'s first entry), decoded. @default undefined */
   readonly salt: Buffer | undefined;
+  /** The pairs after the first (key rotation): what they signed still verifies; they sign nothing. @default [] */
+  readonly rotatedKeys: readonly SigningPair[];
   /** Accept the literal signature `insecure`. @default false */
   readonly allowInsecure: boolean;
+  /** Named presets a URL may use with `pr:NAME`. @default [] */
+  readonly presets: readonly PresetDefinition[];
+  /** A render URL must name a preset and may carry no other variant option. @default false */
+  readonly onlyPresets: boolean;
   /** HTTPS hosts and S3 buckets sources may name. @default [] */
   readonly sourceAllowlist: readonly string[];
   /** Absolute directory `local://` sources are confined to (expanded, symlinks not resolved). @default undefined */
   readonly localRoot: string | undefined;
   /** Where rendered variants are cached. @default undefined (no cache) */
   readonly variantStore: VariantStoreConfig | undefined;
+  /** Bytes a `file://` store's variants may take on disk; past it the least recently used are evicted. 0 = unbounded. @default 0 */
+  readonly variantStoreMaxBytes: number;
   /** Render slots. @default the CPU count */
   readonly maxConcurrency: number;
   /** Probe slots. @default 4 × maxConcurrency */
@@ -90,6 +113,9 @@ export interface Config {
   readonly presignTtlS: number;
   /** @default 'info' */
   readonly logLevel: LogLevel;
+  /** `auto`: pretty when the CLI writes to a terminal; an embedded proxy's default logger
+   *  pretty-prints only for `pretty`. @default 'auto' */
+  readonly logFormat: LogFormat;
   /** One info line per public request. @default true */
   readonly accessLog: boolean;
   /** An IPv4 or IPv6 literal. @default '127.0.0.1' */

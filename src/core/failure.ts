@@ -67,6 +67,8 @@ export type Failure =
   | { readonly type: 'video_source' }
   | { readonly type: 'range_not_satisfiable'; readonly size: number }
   | { readonly type: 'invalid_options'; readonly message: string }
+  /** A valid option this node's ffmpeg cannot honour; `message` names it and the missing part. */
+  | { readonly type: 'unsupported_option'; readonly message: string }
   | { readonly type: 'queue_full'; readonly retryAfterS: number }
   | { readonly type: 'render_failed' }
   | { readonly type: 'probe_failed' }

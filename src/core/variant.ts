@@ -88,7 +88,8 @@ export interface RenderOptions {
   readonly cacheBuster?: string;
 }
 
-const MAX_DECIMAL_PLACES = 3; // millisecond precision: float formatting can never move a key
+/** Millisecond precision: float formatting can never move a key. The grammar refuses more places. */
+export const MAX_DECIMAL_PLACES = 3;
 
 /**
  * The canonical minimal rendering: `30` not `30.0`, `12.5` not `12.50`, at most three places.

@@ -28,6 +28,7 @@
  * | a snapshot `value` | the ids of the active nodes, root first |
  */
 import type { AnyStateMachine, AnyStateNode, StateValue } from 'xstate';
+import { deliveryMachine } from '../machines/delivery.js';
 import { probeCoordinatorMachine } from '../machines/probeCoordinator.js';
 import { probeLimiterMachine } from '../machines/probeLimiter.js';
 import { processSupervisorMachine } from '../machines/processSupervisor.js';
@@ -84,6 +85,7 @@ export const CHART_MACHINES: readonly {
   { machine: semaphoreMachine, title: 'Semaphore (render slots)' },
   { machine: renderCoordinatorMachine, title: 'Render coordinator (one per variant key)' },
   { machine: renderMachine, title: 'Render (one ffmpeg)' },
+  { machine: deliveryMachine, title: 'Delivery (one per render request)' },
   { machine: processSupervisorMachine, title: 'Process supervisor (worker pools)' },
   { machine: waitingRoomMachine, title: 'Waiting room (admission queue)' },
   { machine: probeLimiterMachine, title: 'Probe limiter' },

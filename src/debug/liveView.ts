@@ -6,8 +6,8 @@
  *
  * ## Invariants
  * - **Nobody watching costs (almost) nothing**: inspection observers and channel subscribers
- *   exist only while at least one SSE client is connected. `track` of a coordinator then only
- *   puts it in a set, and its ending takes it out.
+ *   exist only while at least one SSE client is connected. `track` of a coordinator or a
+ *   delivery then only puts it in a map, and its ending takes it (and only it) out: O(1).
  * - **An ended actor is not kept**: a tracked actor leaves the set (and its view) when it
  *   completes or fails, so the view never holds a finished render's backlog.
  * - **A client sees a full snapshot, then deltas**: `snapshot` (every live actor, recent feed),
@@ -382,19 +382,18 @@ export function createLiveView(options: LiveViewOptions): LiveView {
 
   return {
     track(actor, name) {
-      if (closed) return;
-      // nobody watching: remember it, and forget the ones that ended meanwhile
-      if (clients.size === 0) forgetEnded();
-      if (roots.has(actor)) return;
+      // An actor that has already ended is never kept (it would not say so again).
+      if (closed || roots.has(actor) || !isActive(actor)) return;
       const entry: Root = { name, longLived: false, sub: null };
       roots.set(actor, entry);
       if (clients.size > 0) inspect(actor, entry);
       // Forgotten as soon as it ends, watched or not: a root kept until the next `track` would
       // keep the last ended coordinator (and its backlog) alive for as long as the process.
+      // Unwatched, only this one is dropped: O(1) per actor, as one is tracked per request.
       const ended = () => {
         if (roots.get(actor) !== entry) return;
         if (clients.size > 0) prune();
-        else forgetEnded();
+        else roots.delete(actor);
       };
       actor.subscribe({ complete: ended, error: ended });
     },

@@ -1,6 +1,7 @@
 /**
  * The closed failure taxonomy of the HTTP contract, and the one function that maps a failure to
- * a status, headers and JSON body.
+ * a status, headers and JSON body (`errorResponse`); `renderFailureToHttp` names the row a
+ * render's failure (as the coordinator reports it) is answered with.
  *
  * Everything below the HTTP layer reports failures as data (`Failure`); nothing else in the code
  * base picks a status. `ERROR_TABLE` is the same mapping as data, one row per failure class, so a
@@ -10,8 +11,9 @@
  * - **Every error body is `{"error":E,"message":M}`** with `Content-Type: application/json` and an
  *   explicit `Cache-Control`, so no CDN default ever decides how long an error lives.
  * - **Cacheability follows the class:** 404/413/415 `max-age=10` (verdicts about current source
- *   bytes), 401/422 `max-age=60` (pure functions of the URL), 410 immutable (an expired URL never
- *   revives), 416/429/5xx `no-store` (transient, or dependent on a request header).
+ *   bytes), 401/422 `max-age=60` (pure functions of the URL), 501 `max-age=60` (a function of the
+ *   URL and the deployed ffmpeg: only a deploy changes it), 410 immutable (an expired URL never
+ *   revives), 416/429 and the other 5xx `no-store` (transient, or dependent on a request header).
  * - **The 404 is blind.** Every source refusal renders byte-identically; only the router's own miss
  *   (a path that is not `/{signature}/…`) says `No such resource`; a signed path naming no source
  *   (a signed `/`) is a source refusal.
@@ -24,7 +26,7 @@
  * ## Events
  * None.
  */
-import type { Failure, FailureCode } from '../core/failure.js';
+import type { Failure, FailureCode, RenderFailure } from '../core/failure.js';
 
 export interface ErrorResponse {
   readonly status: number;
@@ -40,7 +42,7 @@ export interface ErrorRow {
   readonly status: number;
   /** The body's `error` value. */
   readonly error: string;
-  /** The body's `message`; `undefined` where it names the offending segment. */
+  /** The body's `message`; `undefined` where it names the offending segment (422, 501). */
   readonly message: string | undefined;
   readonly cacheControl: string;
   /** A header this row carries besides the common ones. */
@@ -77,6 +79,7 @@ export const ERROR_TABLE: readonly ErrorRow[] = Object.freeze([
   { ...row('queue_full', 429, 'Render queue is full', CC_TRANSIENT), extraHeader: 'retry-after' },
   row('render_failed', 500, 'Render failed', CC_TRANSIENT),
   row('probe_failed', 500, 'Probe failed', CC_TRANSIENT),
+  row('unsupported_option', 501, undefined, CC_URL_VERDICT),
   row('not_configured', 500, 'Storage backend is not configured', CC_TRANSIENT),
   row('upstream_unavailable', 502, 'Storage backend is unavailable', CC_TRANSIENT),
   {
@@ -122,8 +125,9 @@ export function errorResponse(failure: Failure): ErrorResponse {
   let message = r.message;
   switch (failure.type) {
     case 'invalid_options':
+    case 'unsupported_option':
       if (typeof failure.message !== 'string' || failure.message === '') {
-        throw new TypeError('invalid_options needs the message naming the segment');
+        throw new TypeError(`${failure.type} needs the message naming the segment`);
       }
       message = failure.message;
       break;
@@ -146,4 +150,20 @@ export function errorResponse(failure: Failure): ErrorResponse {
       break;
   }
   return { status: r.status, headers, body: encode(r.error, message!) };
+}
+
+/** A render's failure (as its coordinator reports it) → the row of the error table it answers. */
+export function renderFailureToHttp(failure: RenderFailure): Failure {
+  switch (failure.class) {
+    case 'not_found':
+      return { type: 'not_found' };
+    case 'undecodable':
+      return { type: 'undecodable_source' };
+    case 'timeout':
+      return { type: 'render_timeout' };
+    case 'queue_full':
+      return { type: 'queue_full', retryAfterS: Math.max(1, failure.retryAfterS ?? 1) };
+    default:
+      return { type: 'render_failed' };
+  }
 }

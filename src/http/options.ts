@@ -1,5 +1,5 @@
 /**
- * The processing-options grammar: route split, parse, validate, normalise.
+ * The processing-options grammar: route split, parse, validate, normalise, and presets.
  *
  * Options are the API. A variant is fully described by its *variant* options, and the normalised
  * options string is half of what the cache key hashes, so this module owns three obligations:
@@ -7,11 +7,22 @@
  * cross-key rules no single segment can see, and rendering the canonical string back (defaults
  * materialised, keys sorted, numbers minimal). `exp` is a *request* option: parsed and validated
  * here, signed for free as path bytes, and kept out of the canonical string so URLs that differ only
- * in `exp` share a key and coalesce.
+ * in `exp` share a key and coalesce. The keys, bounds and defaults come from the grammar's table
+ * (`optionTable.ts`), which docs/options.md is generated from.
+ *
+ * A *preset* (`pr:NAME[:NAME…]`, `AP_PRESETS`) is a stored option string. It expands under the
+ * URL's own segments: named presets apply in order (a later one wins a key two set), and a key the
+ * URL spells itself wins over every preset wherever it stands. `AP_ONLY_PRESETS` refuses every
+ * variant option a URL spells itself and requires a preset.
  *
  * ## Invariants
  * - **Refused, never repaired.** Every malformed or conflicting segment is a 422 naming it; values
- *   are never rounded, clamped or last-write-wins.
+ *   are never rounded, clamped or last-write-wins. A key appears once among the URL's own segments
+ *   (`pr` included); a preset's value yielding to the URL's is the one precedence, and it is
+ *   order-free, so segment order still never changes the result.
+ * - **A preset URL is its expansion.** Presets never reach the canonical string: a URL naming a
+ *   preset and one spelling the same options out normalise identically and share a cache key, and
+ *   redefining a preset moves its URLs to the new variant instead of serving stale bytes.
  * - **Normalisation is a fixed point.** `normalizeOptions(parse(normalizeOptions(x)))` equals
  *   `normalizeOptions(x)`: decimals carry at most three places, magnitudes are bounded so every
  *   accepted value is exact to the millisecond in a double, and every number is rendered by the
@@ -29,7 +40,6 @@
  */
 
 import {
-  type BitDepth,
   DEFAULT_FORMAT,
   DEFAULT_NORM,
   DEFAULT_PEAK_CHANNELS,
@@ -39,52 +49,48 @@ import {
   FORMATS,
   type Format,
   LOSSY_SAMPLE_RATE_CAP_HZ,
-  type PeaksFormat,
-  REQUEST_KEYS,
+  MAX_DECIMAL_PLACES,
   type RenderOptions,
   renderNumber,
   VARIANT_KEYS,
 } from '../core/variant.js';
+import {
+  BIT_DEPTHS,
+  FLOAT_BIT_DEPTH,
+  INFO_SEGMENT,
+  LOSSLESS_FORMATS,
+  LOSSY_FORMATS,
+  MAX_BITRATE_KBPS,
+  MAX_EXP_S,
+  MAX_GAIN_DB,
+  MAX_PEAK_COUNT,
+  MAX_SAMPLE_RATE_HZ,
+  MAX_SECONDS,
+  NORM_RANGES,
+  OPTION_ROWS,
+  type OptionKey,
+  PEAKS_FORMATS,
+  PEAKS_UNSUPPORTED,
+  PRESET_KEY,
+  QUALITY_RANGES,
+  SOURCE_MARKERS,
+} from './optionTable.js';
 
-const LOSSY: ReadonlySet<Format> = new Set<Format>(['mp3', 'opus', 'ogg', 'aac', 'm4a']);
-const LOSSLESS: ReadonlySet<Format> = new Set<Format>(['flac', 'wav']);
-const BIT_DEPTHS: readonly BitDepth[] = ['16', '24', '32f'];
-const PEAKS_FORMATS: readonly PeaksFormat[] = ['json', 'dat'];
-
-/** Each encoder's own quality scale; wav (PCM) has none. flac's is its compression level. */
-const QUALITY_RANGES: Readonly<Partial<Record<Format, readonly [number, number]>>> = {
-  mp3: [0, 9],
-  ogg: [-1, 10],
-  aac: [0.1, 2],
-  m4a: [0.1, 2],
-  opus: [0, 10],
-  flac: [0, 12],
-};
-
-const MAX_BITRATE_KBPS = 10_000; // far above any codec's real ceiling; a typo fails here, not in ffmpeg
-const MAX_SAMPLE_RATE_HZ = 384_000; // the highest rate any real master uses
-const MAX_PEAK_COUNT = 100_000; // bounds the reducer's allocation; a waveform wider than any screen
-const MAX_GAIN_DB = 100; // beyond this the output is silence or a square wave
-const MAX_EXP_S = 253_402_300_799; // the last second of year 9999: a larger value is a typo
-/** Time values above this lose millisecond exactness in a double (1e12 s × 1000 < 2^53). */
-const MAX_SECONDS = 1e12;
-
-/** loudnorm's documented input ranges. */
-const NORM_I_RANGE: readonly [number, number] = [-70, -5];
-const NORM_TP_RANGE: readonly [number, number] = [-9, 0];
-const NORM_LRA_RANGE: readonly [number, number] = [1, 50];
+const LOSSY: ReadonlySet<Format> = new Set(LOSSY_FORMATS);
+const LOSSLESS: ReadonlySet<Format> = new Set(LOSSLESS_FORMATS);
 
 type VariantKey = (typeof VARIANT_KEYS)[number];
-type OptionKey = VariantKey | (typeof REQUEST_KEYS)[number];
-const ALL_KEYS: ReadonlySet<string> = new Set<string>([...VARIANT_KEYS, ...REQUEST_KEYS]);
-/** `f:peaks` refuses what cannot change the picture: encoder settings and the resample. */
-const PEAKS_UNSUPPORTED: readonly VariantKey[] = ['br', 'q', 'sr', 'bd'];
-
-const SOURCE_MARKERS: ReadonlySet<string> = new Set(['plain', 'enc']);
-const INFO_SEGMENT = 'info';
+/** The keys a segment may carry besides `pr`: the table's variant and request rows. */
+const ALL_KEYS: ReadonlySet<string> = new Set(
+  OPTION_ROWS.filter((r) => r.kind !== 'preset').map((r) => r.key),
+);
+const REQUEST_ONLY: ReadonlySet<string> = new Set(
+  OPTION_ROWS.filter((r) => r.kind === 'request').map((r) => r.key),
+);
+const MARKERS: ReadonlySet<string> = new Set(SOURCE_MARKERS);
 
 const INTEGER = /^\d+$/;
-const DECIMAL = /^-?\d+(\.\d{1,3})?$/;
+const DECIMAL = new RegExp(`^-?\\d+(\\.\\d{1,${MAX_DECIMAL_PLACES}})?$`);
 const LONG_DECIMAL = /^-?\d+\.\d+$/;
 
 /** Options about the request rather than the variant. */
@@ -93,28 +99,35 @@ export interface RequestOptions {
   readonly exp?: number;
 }
 
-export type OptionErrorReason =
-  | 'empty_segment'
-  | 'missing_value'
-  | 'unknown_key'
-  | 'duplicate_key'
-  | 'invalid_integer'
-  | 'invalid_number'
-  | 'excessive_precision'
-  | 'invalid_value'
-  | 'out_of_range'
-  | 'control_character'
-  | 'mutually_exclusive'
-  | 'requires_lossless_format'
-  | 'requires_lossy_format'
-  | 'requires_peaks_format'
-  | 'unsupported_for_peaks'
-  | 'unsupported_for_format'
-  | 'out_of_range_for_format'
-  | 'requires_bounded_trim'
-  | 'sample_rate_above_lossy_cap'
-  | 'fade_exceeds_duration'
-  | 'info_with_options';
+/** Every reason a segment is refused for, in the order the reference lists them. */
+export const OPTION_ERROR_REASONS = [
+  'empty_segment',
+  'missing_value',
+  'unknown_key',
+  'duplicate_key',
+  'invalid_integer',
+  'invalid_number',
+  'excessive_precision',
+  'invalid_value',
+  'out_of_range',
+  'control_character',
+  'mutually_exclusive',
+  'requires_lossless_format',
+  'requires_lossy_format',
+  'requires_peaks_format',
+  'unsupported_for_peaks',
+  'unsupported_for_format',
+  'out_of_range_for_format',
+  'requires_bounded_trim',
+  'sample_rate_above_lossy_cap',
+  'fade_exceeds_duration',
+  'info_with_options',
+  'unknown_preset',
+  'duplicate_preset',
+  'only_presets',
+  'preset_required',
+] as const;
+export type OptionErrorReason = (typeof OPTION_ERROR_REASONS)[number];
 
 /** The 422 outcome. `message` names the segment in its canonical spelling; `error` is the contract. */
 export interface InvalidOptions {
@@ -192,6 +205,14 @@ function messageFor(reason: OptionErrorReason, segment: string, related?: string
       return `${q(segment)} is longer than the trimmed region ${q(related)}`;
     case 'info_with_options':
       return `${q(segment)} cannot accompany info, which takes no options`;
+    case 'unknown_preset':
+      return `${q(segment)} names no preset ${q(related)}`;
+    case 'duplicate_preset':
+      return `${q(segment)} names preset ${q(related)} more than once`;
+    case 'only_presets':
+      return `${q(segment)} is refused: only presets (pr:NAME) and exp may be given`;
+    case 'preset_required':
+      return 'a preset is required (pr:NAME)';
   }
 }
 
@@ -337,11 +358,10 @@ function applyValue(key: OptionKey, value: string, draft: Draft): OptionErrorRea
     }
     case 'norm': {
       const [mode, ...targets] = value.split(':');
-      if (mode !== 'ebu' || targets.length > 3) return 'invalid_value';
-      const ranges = [NORM_I_RANGE, NORM_TP_RANGE, NORM_LRA_RANGE] as const;
+      if (mode !== 'ebu' || targets.length > NORM_RANGES.length) return 'invalid_value';
       const values = [DEFAULT_NORM.i, DEFAULT_NORM.tp, DEFAULT_NORM.lra];
       for (let k = 0; k < targets.length; k++) {
-        const [min, max] = ranges[k]!;
+        const [min, max] = NORM_RANGES[k]!;
         const r = boundedDecimal(targets[k]!, min, max);
         if (!r.ok) return r.reason;
         values[k] = r.value;
@@ -465,7 +485,7 @@ function validate(o: RenderOptions): InvalidOptions | undefined {
     if (o.bitDepth !== undefined && !LOSSLESS.has(o.format)) {
       return invalid('requires_lossless_format', seg('bd'), f);
     }
-    if (o.bitDepth === '32f' && o.format !== 'wav') {
+    if (o.bitDepth === FLOAT_BIT_DEPTH && o.format !== 'wav') {
       return invalid('unsupported_for_format', seg('bd'), f);
     }
   } else {
@@ -502,24 +522,83 @@ function splitSegments(input: string | readonly string[]): readonly string[] {
 }
 
 /**
+ * The presets a URL may name, and whether they are all it may name. Built from the
+ * configuration by `presets.ts`, which checks every preset against this grammar first.
+ */
+export interface OptionGrammar {
+  /** Preset name → its option segments, in order. */
+  readonly presets: ReadonlyMap<string, readonly string[]>;
+  /** `AP_ONLY_PRESETS`: a render names a preset and carries no variant option of its own. */
+  readonly onlyPresets: boolean;
+}
+
+/** The grammar with no presets: `pr:NAME` is refused as an unknown preset. */
+export const NO_PRESETS: OptionGrammar = Object.freeze({
+  presets: new Map<string, readonly string[]>(),
+  onlyPresets: false,
+});
+
+/** `pr:`'s names, each a configured preset named once; or why not (naming the name). */
+function presetNames(
+  value: string,
+  grammar: OptionGrammar,
+): { ok: true; names: readonly string[] } | { ok: false; reason: OptionErrorReason; name: string } {
+  const names = value.split(':');
+  const seen = new Set<string>();
+  for (const name of names) {
+    if (!grammar.presets.has(name)) return { ok: false, reason: 'unknown_preset', name };
+    if (seen.has(name)) return { ok: false, reason: 'duplicate_preset', name };
+    seen.add(name);
+  }
+  return { ok: true, names };
+}
+
+/**
  * Parses option segments (`'f:opus/br:96'` or `['f:opus', 'br:96']`; `''` is the defaults) into
  * validated `RenderOptions` plus the request options. Under `f:peaks`, `channels`, `pts` and
  * `peaksFormat` come back materialised.
+ *
+ * `pr:NAME[:NAME…]` expands the named presets of `grammar`: in the order named (a later preset
+ * wins a key two of them set), and under the URL's own segments (an explicit key wins over every
+ * preset, wherever either stands, so segment order still never matters). Keys stay unique among
+ * the URL's own segments, `pr` included.
  */
-export function parseOptions(input: string | readonly string[]): ParseOptionsResult {
+export function parseOptions(
+  input: string | readonly string[],
+  grammar: OptionGrammar = NO_PRESETS,
+): ParseOptionsResult {
   const draft: Draft = { format: DEFAULT_FORMAT };
   const seen = new Set<string>();
+  let presets: readonly string[] = [];
   for (const segment of splitSegments(input)) {
     if (segment === '') return invalid('empty_segment', '');
     const colon = segment.indexOf(':');
     if (colon === -1) return invalid('missing_value', segment);
     const key = segment.slice(0, colon);
     const value = segment.slice(colon + 1);
-    if (!ALL_KEYS.has(key)) return invalid('unknown_key', segment);
+    if (key !== PRESET_KEY && !ALL_KEYS.has(key)) return invalid('unknown_key', segment);
     if (seen.has(key)) return invalid('duplicate_key', segment);
     seen.add(key);
+    if (key === PRESET_KEY) {
+      const named = presetNames(value, grammar);
+      if (!named.ok) return invalid(named.reason, segment, named.name);
+      presets = named.names;
+      continue;
+    }
+    if (grammar.onlyPresets && !REQUEST_ONLY.has(key)) return invalid('only_presets', segment);
     const reason = applyValue(key as OptionKey, value, draft);
     if (reason !== undefined) return invalid(reason, segment);
+  }
+  if (grammar.onlyPresets && presets.length === 0) return invalid('preset_required', '');
+  for (const name of presets) {
+    for (const segment of grammar.presets.get(name)!) {
+      const colon = segment.indexOf(':');
+      const key = segment.slice(0, colon);
+      if (seen.has(key)) continue; // the URL's own segment wins
+      // Checked against this grammar when the presets were built, so this cannot refuse.
+      const reason = applyValue(key as OptionKey, segment.slice(colon + 1), draft);
+      if (reason !== undefined) return invalid(reason, `${PRESET_KEY}:${name}`);
+    }
   }
   const { exp, ...variant } = draft;
   const failure = validate(variant);
@@ -553,8 +632,9 @@ export function normalizeOptions(options: RenderOptions): string {
 /** Parse and normalise in one step. */
 export function normalizeOptionsString(
   input: string | readonly string[],
+  grammar: OptionGrammar = NO_PRESETS,
 ): { ok: true; normalized: string } | InvalidOptions {
-  const parsed = parseOptions(input);
+  const parsed = parseOptions(input, grammar);
   return parsed.ok ? { ok: true, normalized: normalizeOptions(parsed.options) } : parsed;
 }
 
@@ -570,7 +650,7 @@ export function splitOptionsAndSource(
   const segments = rest.split('/');
   // The leading empty segment is the leading slash, not an empty option.
   if (segments[0] === '') segments.shift();
-  const marker = segments.findIndex((s) => SOURCE_MARKERS.has(s));
+  const marker = segments.findIndex((s) => MARKERS.has(s));
   if (marker === -1) return NOT_FOUND;
   return {
     ok: true,
@@ -581,10 +661,10 @@ export function splitOptionsAndSource(
 
 /**
  * The whole options stage for a verified rest of path: marker split (404), `info` detection
- * (`info` must be the only segment, else a 422 naming the other one), option grammar (422), and
- * the normalised string for the cache key.
+ * (`info` must be the only segment, else a 422 naming the other one), option grammar with the
+ * presets of `grammar` (422), and the normalised string for the cache key.
  */
-export function parseRoute(rest: string): RouteResult {
+export function parseRoute(rest: string, grammar: OptionGrammar = NO_PRESETS): RouteResult {
   const split = splitOptionsAndSource(rest);
   if (!split.ok) return split;
   const { optionSegments, source } = split;
@@ -595,7 +675,7 @@ export function parseRoute(rest: string): RouteResult {
       ? invalid('duplicate_key', INFO_SEGMENT)
       : invalid('info_with_options', other);
   }
-  const parsed = parseOptions(optionSegments);
+  const parsed = parseOptions(optionSegments, grammar);
   if (!parsed.ok) return parsed;
   return {
     ok: true,

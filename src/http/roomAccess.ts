@@ -36,7 +36,7 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Failure } from '../core/failure.js';
 import { isExpired } from './expiry.js';
-import { parseRoute } from './options.js';
+import { NO_PRESETS, type OptionGrammar, parseRoute } from './options.js';
 import type { SignatureConfig } from './signature.js';
 import { splitPath, verifySignature } from './signature.js';
 
@@ -68,12 +68,14 @@ const UNSIGNED: JoinCredential = Object.freeze({
 
 /**
  * Checks the join credential in a raw request target (`/api/v1/queue/join?path=…`): the signed
- * render path, verified like the render (signature, options, `exp` at `nowS`).
+ * render path, verified like the render (signature, options with `grammar`'s presets, `exp` at
+ * `nowS`).
  */
 export function joinCredential(
   rawUrl: string,
   signing: SignatureConfig,
   nowS: number,
+  grammar: OptionGrammar = NO_PRESETS,
 ): JoinCredential {
   const q = rawUrl.indexOf('?');
   const path =
@@ -82,7 +84,7 @@ export function joinCredential(
   const split = splitPath(path);
   if (!split.ok) return UNSIGNED;
   if (!verifySignature(split.signature, split.rest, signing).ok) return UNSIGNED;
-  const parsed = parseRoute(split.rest);
+  const parsed = parseRoute(split.rest, grammar);
   if (!parsed.ok) {
     return parsed.error === 'not_found'
       ? NOT_A_RENDER

@@ -15,6 +15,11 @@
  * - **Every failure is the same failure.** A tampered path, a wrong key, malformed base64url, a
  *   missing key or salt and a refused `insecure` all return the one `INVALID_SIGNATURE` value.
  * - **The MAC comparison is constant-time** (`crypto.timingSafeEqual` over two 32-byte buffers).
+ * - **Rotation: every configured pair verifies, the first alone signs** (`AP_KEY`/`AP_SALT` list
+ *   several, imgproxy's model). A well-formed signature is checked against *every* pair, each
+ *   with `timingSafeEqual`, and the verdicts are OR-ed without an early exit, so the time spent
+ *   depends on how many pairs are configured (which an observer may learn; it is not secret in
+ *   any useful sense) and never on which pair matched or on how much of a MAC did.
  * - **`insecure` passes only when allowed**, and allowing it never weakens a real signature.
  *
  * ## Races
@@ -24,6 +29,7 @@
  * None. Callers count outcomes.
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
+import type { Config } from '../config/index.js';
 import { rawBytes } from '../core/rawPath.js';
 
 /** Characters of an unpadded base64url HMAC-SHA256 (32 bytes → 43 characters). */
@@ -35,11 +41,22 @@ export const INSECURE_SIGNATURE = 'insecure';
 
 const BASE64URL_43 = /^[A-Za-z0-9_-]{43}$/;
 
-/** Key material, hex-decoded from `AP_KEY`/`AP_SALT`. Either absent means nothing verifies. */
+/**
+ * Key material, hex-decoded from `AP_KEY`/`AP_SALT`: the signing pair, and the rotated pairs that
+ * still verify. Either half of the signing pair absent means nothing verifies.
+ */
 export interface SignatureConfig {
   readonly key: Uint8Array | undefined;
   readonly salt: Uint8Array | undefined;
+  /** The pairs after the first (`Config.rotatedKeys`): they verify, never sign. */
+  readonly rotated?: readonly { readonly key: Uint8Array; readonly salt: Uint8Array }[];
   readonly allowInsecure: boolean;
+}
+
+/** What `verifySignature` needs of a loaded configuration: every pair, and `insecure`. */
+export function signatureConfigOf(config: Config): SignatureConfig {
+  const { key, salt, rotatedKeys, allowInsecure } = config;
+  return { key, salt, rotated: rotatedKeys, allowInsecure };
 }
 
 export type SplitPathResult =
@@ -115,7 +132,11 @@ function decodeSignature(signature: string): Buffer | undefined {
   return bytes;
 }
 
-/** Verifies `signature` over `rest` with the configured key material. */
+/**
+ * Verifies `signature` over `rest` with the configured key material: the signing pair, then each
+ * rotated pair, all of them checked (no early exit), so which pair matched leaves no trace in
+ * the time taken.
+ */
 export function verifySignature(
   signature: string,
   rest: string,
@@ -128,6 +149,10 @@ export function verifySignature(
   if (key === undefined || salt === undefined || key.length === 0) return INVALID_SIGNATURE;
   const provided = decodeSignature(signature);
   if (provided === undefined) return INVALID_SIGNATURE;
-  const expected = mac(rest, key, salt);
-  return timingSafeEqual(provided, expected) ? { ok: true, insecure: false } : INVALID_SIGNATURE;
+  let matched = Number(timingSafeEqual(provided, mac(rest, key, salt)));
+  for (const pair of config.rotated ?? []) {
+    // A bitwise OR, not `||`: every pair is computed and compared, whichever one matched.
+    matched |= Number(timingSafeEqual(provided, mac(rest, pair.key, pair.salt)));
+  }
+  return matched === 1 ? { ok: true, insecure: false } : INVALID_SIGNATURE;
 }

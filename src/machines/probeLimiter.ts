@@ -16,12 +16,10 @@
  * - *Release into a stopped limiter*: the client (`release` in `services/semaphoreClient.ts`)
  *   answers `ok` after 5 s at most; there is nothing left to give back to.
  *
- * ## One reading of the world per step, and a mutable map
- * As in the semaphore, the time and the cap enter a step once, as the event's `step`
- * (`ProbeLimiterStep`), stamped by its sender or else by the door (`stepDoor.ts`), which reads
- * the input's clock and provider once; so `transition()` on a stamped event reads nothing else.
- * Holders are a `Map` mutated in place by one `enqueueActions` per step (the actor is the only
- * writer): clone the context (`cloneProbeLimiterSnapshot`) before a pure `transition()` test.
+ * ## The table is mutable, and that is safe
+ * Holders are a `Map` mutated in place by one `enqueueActions` per step, as in the semaphore:
+ * the actor is the only writer. Clone the context (`cloneProbeLimiterSnapshot`) before a pure
+ * `transition()` test.
  *
  * ## Events (emitted `telemetry`; published by `telemetry/channels.ts`)
  * | Event | Measurements | When |
@@ -34,26 +32,17 @@
 import { enqueueActions, setup } from 'xstate';
 import type { CallEnvelope, ReplyEvent } from '../core/protocol.js';
 import { answer } from '../core/protocol.js';
-import { stampAtTheDoor } from './stepDoor.js';
 
 /** Retry-After for every refusal: probes are short, so "try again in a second" is honest. */
 export const PROBE_RETRY_AFTER_S = 1;
 
 export interface ProbeLimiterInput {
-  /** Pins the cap (tests); otherwise `limits().capacity` is read once per step. */
+  /** Pins the cap (tests); otherwise `limits().capacity` is read per operation. */
   readonly capacity?: number;
   /** The config provider (`AP_MAX_PROBE_CONCURRENCY`). Required unless `capacity` is pinned. */
   readonly limits?: () => { readonly capacity: number };
-  /** Monotonic milliseconds, read once per unstamped step. @default performance.now */
+  /** Monotonic milliseconds. @default performance.now */
   readonly now?: () => number;
-}
-
-/** What one step reads of the world, read once: stamped by the sender or by the door. */
-export interface ProbeLimiterStep {
-  /** Monotonic ms: when the step happens. */
-  readonly at: number;
-  /** The cap in force for the whole step. */
-  readonly capacity: number;
 }
 
 export type ProbeSlotOutcome =
@@ -66,12 +55,11 @@ export interface ProbeLimiterStats {
   readonly capacity: number;
 }
 
-export type ProbeLimiterEvent = (
+export type ProbeLimiterEvent =
   | ({ type: 'acquire'; id: string } & CallEnvelope)
   | ({ type: 'release'; id: string } & CallEnvelope)
   | { type: 'gone'; id: string; reason?: unknown }
-  | ({ type: 'stats' } & CallEnvelope)
-) & { readonly step?: ProbeLimiterStep };
+  | ({ type: 'stats' } & CallEnvelope);
 
 export interface ProbeLimiterTelemetry {
   readonly type: 'telemetry';
@@ -102,36 +90,22 @@ const QUEUE_FULL: ProbeSlotOutcome = Object.freeze({
 const ALREADY_HELD: ProbeSlotOutcome = Object.freeze({ type: 'already_held' });
 const OK = Object.freeze({ type: 'ok' as const });
 
-/** The event with its step: itself if stamped, else a copy with one reading of clock and cap. */
-function stamp(context: ProbeLimiterContext, event: ProbeLimiterEvent): ProbeLimiterEvent {
-  if (event.step !== undefined) return event;
-  const { capacity, limits, now } = context.config;
-  return { ...event, step: { at: now(), capacity: capacity ?? limits!().capacity } };
-}
-
-/** The step an event carries; the door guarantees one to every event the chart handles. */
-function stepOf(event: ProbeLimiterEvent): ProbeLimiterStep {
-  const { step } = event;
-  if (step === undefined) {
-    throw new TypeError(`probeLimiter: ${event.type} reached the chart unstamped`);
-  }
-  return step;
-}
+const capacityOf = ({ config }: ProbeLimiterContext): number =>
+  config.capacity ?? config.limits!().capacity;
 
 function telemetry(
   context: ProbeLimiterContext,
   event: ProbeLimiterTelemetry['event'],
-  step: ProbeLimiterStep,
 ): ProbeLimiterTelemetry & { measurements: ProbeLimiterTelemetry['measurements'] } {
   return {
     type: 'telemetry',
     event,
     measurements: { held: context.holders.size },
-    metadata: { capacity: step.capacity },
+    metadata: { capacity: capacityOf(context) },
   };
 }
 
-const chart = setup({
+export const probeLimiterMachine = setup({
   types: {
     context: {} as ProbeLimiterContext,
     events: {} as ProbeLimiterEvent,
@@ -140,29 +114,27 @@ const chart = setup({
   },
   guards: {
     isHolder: ({ context, event }) => context.holders.has((event as IdEvent).id),
-    slotFree: ({ context, event }) => context.holders.size < stepOf(event).capacity,
+    slotFree: ({ context }) => context.holders.size < capacityOf(context),
   },
   actions: {
     answerAlreadyHeld: enqueueActions(({ event, enqueue }) => answer(enqueue, event, ALREADY_HELD)),
     grant: enqueueActions(({ context, event, enqueue }) => {
-      const step = stepOf(event);
-      context.holders.set((event as IdEvent).id, step.at);
-      enqueue.emit(telemetry(context, 'acquired', step));
+      context.holders.set((event as IdEvent).id, context.config.now());
+      enqueue.emit(telemetry(context, 'acquired'));
       answer(enqueue, event, GRANTED);
     }),
     refuse: enqueueActions(({ context, event, enqueue }) => {
-      const rejected = telemetry(context, 'rejected', stepOf(event));
+      const rejected = telemetry(context, 'rejected');
       rejected.measurements.retry_after = PROBE_RETRY_AFTER_S;
       enqueue.emit(rejected);
       answer(enqueue, event, QUEUE_FULL);
     }),
     releaseHolder: enqueueActions(({ context, event, enqueue }) => {
       const { id } = event as IdEvent;
-      const step = stepOf(event);
       const since = context.holders.get(id)!;
       context.holders.delete(id);
-      const released = telemetry(context, 'released', step);
-      released.measurements.duration = step.at - since;
+      const released = telemetry(context, 'released');
+      released.measurements.duration = context.config.now() - since;
       enqueue.emit(released);
       answer(enqueue, event, OK);
     }),
@@ -170,7 +142,7 @@ const chart = setup({
     answerStats: enqueueActions(({ context, event, enqueue }) => {
       const stats: ProbeLimiterStats = {
         held: context.holders.size,
-        capacity: stepOf(event).capacity,
+        capacity: capacityOf(context),
       };
       answer(enqueue, event, stats);
     }),
@@ -195,9 +167,6 @@ const chart = setup({
     },
   },
 });
-
-/** The chart behind its door: an unstamped event gets one reading of the clock and the cap. */
-export const probeLimiterMachine = stampAtTheDoor(chart, stamp);
 
 function contextFrom(input: ProbeLimiterInput): ProbeLimiterContext {
   const { capacity, limits } = input;

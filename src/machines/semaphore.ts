@@ -32,14 +32,12 @@
  *   the holder or the waiter in place, so occupancy goes 1 → 1 and no arrival can take the slot
  *   between a release and a request. A `to` that already holds or waits is refused (`unknown`).
  *
- * ## One reading of the world per step
- * Time, the limits and who observes telemetry enter a step once, as the event's `step`
- * (`SemaphoreStep`): stamped by its sender, or else by the machine's door (`stepDoor.ts`) from
- * the input's clock, provider and filter, read once on arrival. Guards and actions read only the
- * snapshot and that step, so `transition()` on a stamped event is a function of its arguments.
- * Holders and waiters live in a `SlotTable` (`slotTable.ts`), whose verbs keep its invariants
- * and are O(1): no event copies the queue. The table is mutated in place by the step (the actor
- * is its only writer), so a pure `transition()` is handed a clone (`cloneSemaphoreSnapshot`).
+ * ## A mutable table, safely
+ * Holders and waiters live in a `SlotTable` (two maps, one doubly linked FIFO per class): every
+ * operation is O(1) and no event copies the queue. Each step is one `enqueueActions` that
+ * mutates the table and queues that step's emits; the actor is the only writer and handles one
+ * event at a time. So: clone before a pure `transition()` test (`cloneSemaphoreSnapshot`), as
+ * the input snapshot's table is mutated; the snapshot object is reused and not persistable.
  *
  * ## Events (emitted `telemetry`, published by `telemetry/channels.ts`)
  * | Event | Measurements besides held, queued, queued_<class> | When |
@@ -51,9 +49,8 @@
  * | `displaced` | `retry_after` (s, as told to the victim) | a waiter lost its place to a higher class |
  * | `preempted` | `duration` (ms the orphan had held) | an orphaned holder was told to yield to a waiter |
  * Metadata is `{ capacity, queueSize, class }`, `class` being whoever the event is about. An
- * event is built only when its step observes it (`observed`, which the door reads from the
- * `telemetry` input: default always; the proxy asks its diagnostics channels), so an unobserved
- * step emits nothing but its replies.
+ * event is built only when the `telemetry` input says someone wants it (default: always; the
+ * proxy asks its diagnostics channels), so an unobserved step emits nothing but its replies.
  */
 import { enqueueActions, setup } from 'xstate';
 import {
@@ -64,16 +61,17 @@ import {
   type ReplyEvent,
 } from '../core/protocol.js';
 import { DEFAULT_RENDER_TIMEOUT_S } from '../core/worker.js';
-import { SlotTable } from './slotTable.js';
-import { stampAtTheDoor } from './stepDoor.js';
-
-export { DEFAULT_HOLD_MS, HOLD_SAMPLES, SlotTable, type SlotView } from './slotTable.js';
 
 /** Admission classes, highest first. The order is the ranking. */
 export const ADMISSION_CLASSES = ['interactive', 'high', 'normal', 'low'] as const;
 export type AdmissionClass = (typeof ADMISSION_CLASSES)[number];
 
-/** What the config provider answers. Read once per step (by the door), never cached. */
+/** Slot-hold durations averaged for Retry-After: smooths one outlier, still tracks a change. */
+export const HOLD_SAMPLES = 20;
+/** Stands in for the average until a hold completes: a small wrong hint beats none. */
+export const DEFAULT_HOLD_MS = 2_000;
+
+/** What the config provider answers. Read on every operation, never cached. */
 export interface SemaphoreLimits {
   readonly capacity: number;
   readonly queueSize: number;
@@ -81,40 +79,22 @@ export interface SemaphoreLimits {
 }
 
 export interface SemaphoreInput {
-  /** Pins the slot count (tests); otherwise `limits().capacity` is read once per step. */
+  /** Pins the slot count (tests); otherwise `limits().capacity` is read per operation. */
   readonly capacity?: number;
-  /** Pins the queue bound (tests); otherwise `limits().queueSize` is read once per step. */
+  /** Pins the queue bound (tests); otherwise `limits().queueSize` is read per operation. */
   readonly queueSize?: number;
   /** Pins the Retry-After ceiling (s); otherwise `limits().renderTimeoutS`. @default 300 */
   readonly renderTimeoutS?: number;
   /** The config provider. Required unless capacity and queueSize are both pinned. */
   readonly limits?: () => SemaphoreLimits;
-  /** Monotonic milliseconds, read once per unstamped step. @default performance.now */
+  /** Monotonic milliseconds. @default performance.now */
   readonly now?: () => number;
   /**
-   * Asked once per unstamped step and event name: `false` skips that event (no object, no
-   * emit). The proxy answers from its diagnostics channels, so a step nobody observes costs
-   * nothing extra. @default every event is emitted
+   * Asked before each telemetry event is built: `false` skips it (no object, no emit). The proxy
+   * answers from its diagnostics channels, so a step nobody observes costs nothing extra.
+   * @default every event is emitted
    */
   readonly telemetry?: (event: SemaphoreTelemetryName) => boolean;
-}
-
-/**
- * What one step reads of the world, read once. A sender may stamp it on any event (then
- * `transition()` reads nothing else); an event without one is stamped by the machine's door.
- */
-export interface SemaphoreStep {
-  /** Monotonic ms: when the step happens. Every time the step records is this one. */
-  readonly at: number;
-  /** The limits in force for the whole step. */
-  readonly limits: SemaphoreLimits;
-  /** The telemetry events someone observes, as `observedMask` builds it. @default all */
-  readonly observed?: number;
-}
-
-/** What every event may carry: its step (see `SemaphoreStep`). */
-interface Stamped {
-  readonly step?: SemaphoreStep;
 }
 
 export type RequestOutcome =
@@ -142,7 +122,7 @@ export interface SemaphoreStats {
   readonly queuedByClass: Readonly<Record<AdmissionClass, number>>;
 }
 
-export type SemaphoreEvent = (
+export type SemaphoreEvent =
   | ({ type: 'request'; id: string; class?: AdmissionClass } & CallEnvelope)
   | ({ type: 'release'; id: string } & CallEnvelope)
   | { type: 'gone'; id: string; reason?: unknown }
@@ -153,9 +133,7 @@ export type SemaphoreEvent = (
   /** The holder now runs only for the store: it may be preempted for a waiter. Reply `ok`. */
   | ({ type: 'orphaned'; id: string } & CallEnvelope)
   /** The holder has a listener again: it is not to be preempted. Reply `ok`. */
-  | ({ type: 'adopted'; id: string } & CallEnvelope)
-) &
-  Stamped;
+  | ({ type: 'adopted'; id: string } & CallEnvelope);
 
 export type SemaphoreTelemetryName =
   | 'acquired'
@@ -193,34 +171,177 @@ export type SemaphoreEmitted = ReplyEvent<unknown> | NotifyEvent<SlotMessage> | 
 
 const RANK: Readonly<Record<string, number>> = { interactive: 0, high: 1, normal: 2, low: 3 };
 const INTERACTIVE = 0;
+const LOWEST = ADMISSION_CLASSES.length - 1;
 
-/** One bit per telemetry event in `SemaphoreStep.observed`. */
-const TELEMETRY_BIT: Readonly<Record<SemaphoreTelemetryName, number>> = {
-  acquired: 1,
-  queued: 2,
-  rejected: 4,
-  released: 8,
-  abandoned: 16,
-  displaced: 32,
-  preempted: 64,
-};
-const TELEMETRY_NAMES = Object.keys(TELEMETRY_BIT) as SemaphoreTelemetryName[];
-const ALL_OBSERVED = 127;
-
-/** `SemaphoreStep.observed` for the events `wants` answers `true` for, each asked once. */
-export function observedMask(wants: (event: SemaphoreTelemetryName) => boolean): number {
-  let mask = 0;
-  for (const name of TELEMETRY_NAMES) if (wants(name)) mask |= TELEMETRY_BIT[name];
-  return mask;
+/** One participant: a waiter linked into its class FIFO, then (same object) a holder. */
+export interface Slot {
+  readonly id: string;
+  readonly rank: number;
+  /** When it asked; equal to `grantedAt` for an immediate grant. */
+  readonly queuedAt: number;
+  grantedAt: number;
+  /** A holder running only for the store (`orphaned`): it may be preempted. */
+  yieldable: boolean;
+  /** A yieldable holder already told `preempted` (counted in `SlotTable.preempted`). */
+  preempted: boolean;
+  prev: Slot | undefined;
+  next: Slot | undefined;
 }
 
-const observes = (step: SemaphoreStep, event: SemaphoreTelemetryName): boolean =>
-  ((step.observed ?? ALL_OBSERVED) & TELEMETRY_BIT[event]) !== 0;
+/** Holders and waiters, mutated in place by the machine's steps only; see the header. */
+export class SlotTable {
+  readonly holders = new Map<string, Slot>();
+  readonly waiters = new Map<string, Slot>();
+  /** Oldest waiter of each class, indexed by rank. */
+  readonly heads: (Slot | undefined)[] = [undefined, undefined, undefined, undefined];
+  /** Newest waiter of each class, indexed by rank. */
+  readonly tails: (Slot | undefined)[] = [undefined, undefined, undefined, undefined];
+  readonly depths: number[] = [0, 0, 0, 0];
+  /** Holders marked yieldable, and how many of them were told `preempted`: O(1) checks. */
+  yieldable = 0;
+  preempted = 0;
+  /** Ring of the last `HOLD_SAMPLES` hold durations (ms). */
+  readonly samples = new Float64Array(HOLD_SAMPLES);
+  sampleCount = 0;
+  sampleNext = 0;
 
-/** Where the door reads limits and time from: fixed at start; the functions are read per step. */
+  /** Appends a waiter to its class FIFO. */
+  enqueue(slot: Slot): void {
+    const tail = this.tails[slot.rank];
+    slot.prev = tail;
+    slot.next = undefined;
+    if (tail) tail.next = slot;
+    else this.heads[slot.rank] = slot;
+    this.tails[slot.rank] = slot;
+    this.depths[slot.rank]!++;
+    this.waiters.set(slot.id, slot);
+  }
+
+  /** Unlinks a waiter wherever it sits in its FIFO: O(1), and no tombstone is left. */
+  unlink(slot: Slot): void {
+    if (slot.prev) slot.prev.next = slot.next;
+    else this.heads[slot.rank] = slot.next;
+    if (slot.next) slot.next.prev = slot.prev;
+    else this.tails[slot.rank] = slot.prev;
+    slot.prev = slot.next = undefined;
+    this.depths[slot.rank]!--;
+    this.waiters.delete(slot.id);
+  }
+
+  /** Removes a holder, keeping the yieldable/preempted counts right. */
+  removeHolder(slot: Slot): void {
+    this.holders.delete(slot.id);
+    this.setYieldable(slot, false);
+  }
+
+  /** Marks or unmarks a holder as yieldable; unmarking also forgets a preemption sent to it. */
+  setYieldable(slot: Slot, yieldable: boolean): void {
+    if (slot.yieldable === yieldable) return;
+    slot.yieldable = yieldable;
+    this.yieldable += yieldable ? 1 : -1;
+    if (!yieldable && slot.preempted) {
+      slot.preempted = false;
+      this.preempted--;
+    }
+  }
+
+  /**
+   * The yieldable holder not yet preempted that was granted last: it has rendered the least,
+   * so cancelling it wastes the least work, and older orphans, nearer their commit, finish.
+   * O(capacity), and only called while some holder is yieldable.
+   */
+  preemptionVictim(): Slot | undefined {
+    let victim: Slot | undefined;
+    for (const slot of this.holders.values()) {
+      if (!slot.yieldable || slot.preempted) continue;
+      if (victim === undefined || slot.grantedAt >= victim.grantedAt) victim = slot;
+    }
+    return victim;
+  }
+
+  /**
+   * Gives `from`'s place (a held slot, or a place in its FIFO) to `to`, keeping its class and
+   * times: occupancy never changes, so no other participant can be granted in between.
+   */
+  rename(from: string, to: string): 'holder' | 'waiter' | undefined {
+    const held = this.holders.get(from);
+    if (held) {
+      this.holders.delete(from);
+      this.holders.set(to, { ...held, id: to, prev: undefined, next: undefined });
+      return 'holder';
+    }
+    const waiting = this.waiters.get(from);
+    if (!waiting) return undefined;
+    const moved: Slot = { ...waiting, id: to };
+    if (moved.prev) moved.prev.next = moved;
+    else this.heads[moved.rank] = moved;
+    if (moved.next) moved.next.prev = moved;
+    else this.tails[moved.rank] = moved;
+    this.waiters.delete(from);
+    this.waiters.set(to, moved);
+    return 'waiter';
+  }
+
+  /** The oldest waiter of the highest non-empty class. */
+  nextWaiter(): Slot | undefined {
+    for (let rank = INTERACTIVE; rank <= LOWEST; rank++) {
+      const head = this.heads[rank];
+      if (head) return head;
+    }
+    return undefined;
+  }
+
+  /** The newest waiter of the lowest class strictly below `rank`; never an interactive one. */
+  victimFor(rank: number): Slot | undefined {
+    for (let candidate = LOWEST; candidate > rank && candidate > INTERACTIVE; candidate--) {
+      const tail = this.tails[candidate];
+      if (tail) return tail;
+    }
+    return undefined;
+  }
+
+  recordHold(ms: number): void {
+    this.samples[this.sampleNext] = ms;
+    this.sampleNext = (this.sampleNext + 1) % HOLD_SAMPLES;
+    if (this.sampleCount < HOLD_SAMPLES) this.sampleCount++;
+  }
+
+  averageHoldMs(): number {
+    if (this.sampleCount === 0) return DEFAULT_HOLD_MS;
+    let sum = 0;
+    for (let i = 0; i < this.sampleCount; i++) sum += this.samples[i]!;
+    return sum / this.sampleCount;
+  }
+
+  /** Waiter ids in grant order, walking the FIFOs (O(queue); tests and debugging). */
+  queueOrder(): string[] {
+    const ids: string[] = [];
+    for (let rank = INTERACTIVE; rank <= LOWEST; rank++) {
+      for (let slot = this.heads[rank]; slot; slot = slot.next) ids.push(slot.id);
+    }
+    return ids;
+  }
+
+  /** A deep copy, for a pure `transition()` test to consume instead of the original. */
+  clone(): SlotTable {
+    const copy = new SlotTable();
+    for (const [id, slot] of this.holders) copy.holders.set(id, { ...slot });
+    copy.yieldable = this.yieldable;
+    copy.preempted = this.preempted;
+    for (let rank = INTERACTIVE; rank <= LOWEST; rank++) {
+      for (let slot = this.heads[rank]; slot; slot = slot.next) copy.enqueue({ ...slot });
+    }
+    copy.samples.set(this.samples);
+    copy.sampleCount = this.sampleCount;
+    copy.sampleNext = this.sampleNext;
+    return copy;
+  }
+}
+
+/** Where limits and time come from: fixed at start; the provider inside is read per use. */
 export interface SemaphoreConfig {
   readonly pinned: Partial<SemaphoreLimits>;
-  /** The limits when there is no provider: one frozen object instead of one per step. */
+  /** The limits when there is no provider: one frozen object instead of one per operation. */
   readonly fixed: SemaphoreLimits | undefined;
   readonly limits: (() => SemaphoreLimits) | undefined;
   readonly now: () => number;
@@ -233,7 +354,7 @@ export interface SemaphoreContext {
   readonly config: SemaphoreConfig;
 }
 
-/** The limits in force now: pinned values win over the provider's (which this reads). */
+/** The limits in force for this operation: pinned values win over the provider's. */
 export function limitsOf({ pinned, fixed, limits }: SemaphoreConfig): SemaphoreLimits {
   if (fixed !== undefined) return fixed;
   const read = limits!();
@@ -244,27 +365,10 @@ export function limitsOf({ pinned, fixed, limits }: SemaphoreConfig): SemaphoreL
   };
 }
 
-/** The door's reading for an unstamped event: the clock, the limits and the filter, once each. */
-function readStep(config: SemaphoreConfig): SemaphoreStep {
-  return {
-    at: config.now(),
-    limits: limitsOf(config),
-    observed: config.wants === ALWAYS ? ALL_OBSERVED : observedMask(config.wants),
-  };
-}
-
-/** The event with its step: itself if stamped, else a copy carrying the door's reading. */
-function stamp(context: SemaphoreContext, event: SemaphoreEvent): SemaphoreEvent {
-  return event.step !== undefined ? event : { ...event, step: readStep(context.config) };
-}
-
-/** The step an event carries; the door guarantees one to every event the chart handles. */
-function stepOf(event: SemaphoreEvent): SemaphoreStep {
-  const { step } = event;
-  if (step === undefined)
-    throw new TypeError(`semaphore: ${event.type} reached the chart unstamped`);
-  return step;
-}
+const capacityOf = (config: SemaphoreConfig): number =>
+  config.pinned.capacity ?? config.limits!().capacity;
+const queueSizeOf = (config: SemaphoreConfig): number =>
+  config.pinned.queueSize ?? config.limits!().queueSize;
 
 /**
  * Seconds to come back after: mean hold × (depth + 1) ÷ capacity, rounded up, clamped to
@@ -272,7 +376,7 @@ function stepOf(event: SemaphoreEvent): SemaphoreStep {
  */
 export function estimateRetryAfterS(table: SlotTable, limits: SemaphoreLimits): number {
   const seconds = Math.ceil(
-    (table.averageHoldMs() * (table.queued + 1)) / Math.max(1, limits.capacity) / 1_000,
+    (table.averageHoldMs() * (table.waiters.size + 1)) / Math.max(1, limits.capacity) / 1_000,
   );
   return Math.min(Math.max(seconds, 1), limits.renderTimeoutS);
 }
@@ -289,16 +393,17 @@ function telemetry(
   measurements: SemaphoreMeasurements;
   metadata: SemaphoreTelemetry['metadata'];
 } {
+  const depths = table.depths;
   return {
     type: 'telemetry',
     event,
     measurements: {
-      held: table.held,
-      queued: table.queued,
-      queued_interactive: table.depth(0),
-      queued_high: table.depth(1),
-      queued_normal: table.depth(2),
-      queued_low: table.depth(3),
+      held: table.holders.size,
+      queued: table.waiters.size,
+      queued_interactive: depths[0]!,
+      queued_high: depths[1]!,
+      queued_normal: depths[2]!,
+      queued_low: depths[3]!,
     },
     metadata: {
       capacity: limits.capacity,
@@ -329,77 +434,102 @@ function rankOf(event: RequestEvent): number {
   return rank;
 }
 
+function newSlot(id: string, rank: number, now: number): Slot {
+  return {
+    id,
+    rank,
+    queuedAt: now,
+    grantedAt: now,
+    yieldable: false,
+    preempted: false,
+    prev: undefined,
+    next: undefined,
+  };
+}
+
 /**
  * Grant-next: while a slot is free and someone waits, the oldest waiter of the highest class
  * becomes a holder and is told so. Usually one grant; several when capacity was raised.
  */
-function grantWaiters(out: SemaphoreOutbox, table: SlotTable, step: SemaphoreStep): void {
-  const { at, limits } = step;
-  for (let slot = table.grantNext(at, limits.capacity); slot; ) {
+function grantWaiters(out: SemaphoreOutbox, { table, config }: SemaphoreContext): void {
+  for (;;) {
+    const limits = limitsOf(config);
+    if (table.holders.size >= limits.capacity) return;
+    const slot = table.nextWaiter();
+    if (slot === undefined) return;
+    table.unlink(slot);
+    slot.grantedAt = config.now();
+    table.holders.set(slot.id, slot);
     out.emit({ type: 'notify', to: slot.id, message: GRANT_MESSAGE });
-    if (observes(step, 'acquired')) {
-      const acquired = telemetry(table, limits, 'acquired', slot.rank);
-      acquired.measurements.wait = slot.grantedAt - slot.queuedAt;
-      out.emit(acquired);
-    }
-    slot = table.grantNext(at, limits.capacity);
+    if (!config.wants('acquired')) continue;
+    const acquired = telemetry(table, limits, 'acquired', slot.rank);
+    acquired.measurements.wait = slot.grantedAt - slot.queuedAt;
+    out.emit(acquired);
   }
 }
 
-/** After a request joined the queue: its telemetry, its reply, and an orphan asked to yield. */
-function joined(
-  out: SemaphoreOutbox,
-  table: SlotTable,
-  event: RequestEvent,
-  step: SemaphoreStep,
-  rank: number,
-): void {
-  if (observes(step, 'queued')) out.emit(telemetry(table, step.limits, 'queued', rank));
+function enqueueWaiter(out: SemaphoreOutbox, context: SemaphoreContext, event: RequestEvent) {
+  const { table, config } = context;
+  const slot = newSlot(event.id, rankOf(event), config.now());
+  table.enqueue(slot);
+  if (config.wants('queued')) out.emit(telemetry(table, limitsOf(config), 'queued', slot.rank));
   answer(out, event, QUEUED);
-  preemptOrphans(out, table, step);
+  preemptOrphans(out, context);
 }
 
 /**
  * Orphans yield: while more waiters queue than free slots and preemptions already sent will
  * serve, the last-granted orphan not yet asked is told `preempted`. O(1) when none is marked.
  */
-function preemptOrphans(out: SemaphoreOutbox, table: SlotTable, step: SemaphoreStep): void {
-  const { at, limits } = step;
-  for (let victim = table.preemptNext(limits.capacity); victim; ) {
+function preemptOrphans(out: SemaphoreOutbox, { table, config }: SemaphoreContext): void {
+  if (table.yieldable === table.preempted) return;
+  for (;;) {
+    const limits = limitsOf(config);
+    const free = Math.max(0, limits.capacity - table.holders.size);
+    if (table.waiters.size <= free + table.preempted) return;
+    const victim = table.preemptionVictim();
+    if (victim === undefined) return;
+    victim.preempted = true;
+    table.preempted++;
     out.emit({ type: 'notify', to: victim.id, message: PREEMPT_MESSAGE });
-    if (observes(step, 'preempted')) {
-      const preempted = telemetry(table, limits, 'preempted', victim.rank);
-      preempted.measurements.duration = at - victim.grantedAt;
-      out.emit(preempted);
-    }
-    victim = table.preemptNext(limits.capacity);
+    if (!config.wants('preempted')) continue;
+    const preempted = telemetry(table, limits, 'preempted', victim.rank);
+    preempted.measurements.duration = config.now() - victim.grantedAt;
+    out.emit(preempted);
   }
 }
 
 /** Removes a holder (release or gone), records its hold, and grants what that frees. */
-function releaseHolder(out: SemaphoreOutbox, table: SlotTable, event: IdEvent): void {
-  const step = stepOf(event);
-  const slot = table.release(event.id, step.at)!;
-  if (observes(step, 'released')) {
-    const released = telemetry(table, step.limits, 'released', slot.rank);
-    released.measurements.duration = step.at - slot.grantedAt;
+function releaseHolder(out: SemaphoreOutbox, context: SemaphoreContext, event: IdEvent): void {
+  const { table, config } = context;
+  const slot = table.holders.get(event.id)!;
+  table.removeHolder(slot);
+  const duration = config.now() - slot.grantedAt;
+  table.recordHold(duration);
+  if (config.wants('released')) {
+    const released = telemetry(table, limitsOf(config), 'released', slot.rank);
+    released.measurements.duration = duration;
     out.emit(released);
   }
-  grantWaiters(out, table, step);
+  grantWaiters(out, context);
   answer(out, event, OK);
 }
 
 /** Removes a waiter from its FIFO (release or gone). Nothing is granted: no slot was freed. */
-function dropWaiter(out: SemaphoreOutbox, table: SlotTable, event: IdEvent): void {
-  const step = stepOf(event);
-  const slot = table.drop(event.id)!;
-  if (observes(step, 'abandoned')) {
-    out.emit(telemetry(table, step.limits, 'abandoned', slot.rank));
+function dropWaiter(
+  out: SemaphoreOutbox,
+  { table, config }: SemaphoreContext,
+  event: IdEvent,
+): void {
+  const slot = table.waiters.get(event.id)!;
+  table.unlink(slot);
+  if (config.wants('abandoned')) {
+    out.emit(telemetry(table, limitsOf(config), 'abandoned', slot.rank));
   }
   answer(out, event, OK);
 }
 
-const chart = setup({
+export const semaphoreMachine = setup({
   types: {
     context: {} as SemaphoreContext,
     events: {} as SemaphoreEvent,
@@ -407,125 +537,118 @@ const chart = setup({
     emitted: {} as SemaphoreEmitted,
   },
   guards: {
-    isKnown: ({ context, event }) => context.table.knows((event as IdEvent).id),
-    isHolder: ({ context, event }) => context.table.holds((event as IdEvent).id),
-    isWaiter: ({ context, event }) => context.table.waits((event as IdEvent).id),
+    isKnown: ({ context, event }) => {
+      const { id } = event as IdEvent;
+      return context.table.holders.has(id) || context.table.waiters.has(id);
+    },
+    isHolder: ({ context, event }) => context.table.holders.has((event as IdEvent).id),
+    isWaiter: ({ context, event }) => context.table.waiters.has((event as IdEvent).id),
     /** `from` holds or waits, and `to` is nobody yet. */
     transferable: ({ context: { table }, event }) => {
       const { from, to } = event as TransferEvent;
-      return table.knows(from) && !table.knows(to);
+      const known = (id: string) => table.holders.has(id) || table.waiters.has(id);
+      return known(from) && !known(to);
     },
     /** A slot is free and nobody is waiting for it. */
-    slotFree: ({ context: { table }, event }) =>
-      table.queued === 0 && table.held < stepOf(event).limits.capacity,
+    slotFree: ({ context: { table, config } }) =>
+      table.waiters.size === 0 && table.holders.size < capacityOf(config),
     /** A slot is free but someone waits: only after a raise of capacity. */
-    slotsOwed: ({ context: { table }, event }) => table.held < stepOf(event).limits.capacity,
-    queueHasRoom: ({ context: { table }, event }) => table.queued < stepOf(event).limits.queueSize,
+    slotsOwed: ({ context: { table, config } }) => table.holders.size < capacityOf(config),
+    queueHasRoom: ({ context: { table, config } }) => table.waiters.size < queueSizeOf(config),
     outranksAWaiter: ({ context, event }) =>
-      context.table.canDisplaceFor(rankOf(event as RequestEvent)),
+      context.table.victimFor(rankOf(event as RequestEvent)) !== undefined,
   },
   actions: {
     answerAlreadyHeld: enqueueActions(({ event, enqueue }) => answer(enqueue, event, ALREADY_HELD)),
-    /** Serves the waiters first, then handles the same request (same step) again. */
+    /** Serves the waiters first, then handles the same request again. */
     grantOwedThenReconsider: enqueueActions(({ context, event, enqueue }) => {
-      grantWaiters(enqueue, context.table, stepOf(event));
+      grantWaiters(enqueue, context);
       enqueue.raise(event);
     }),
-    grant: enqueueActions(({ context: { table }, event, enqueue }) => {
-      const request = event as RequestEvent;
-      const step = stepOf(request);
-      const slot = table.grant(request.id, rankOf(request), step.at, step.limits.capacity);
-      if (observes(step, 'acquired')) {
-        const acquired = telemetry(table, step.limits, 'acquired', slot.rank);
+    grant: enqueueActions(({ context: { table, config }, event, enqueue }) => {
+      const { id } = event as RequestEvent;
+      const slot = newSlot(id, rankOf(event as RequestEvent), config.now());
+      table.holders.set(id, slot);
+      if (config.wants('acquired')) {
+        const acquired = telemetry(table, limitsOf(config), 'acquired', slot.rank);
         acquired.measurements.wait = 0;
         enqueue.emit(acquired);
       }
       answer(enqueue, event, GRANTED);
     }),
-    enqueue: enqueueActions(({ context: { table }, event, enqueue }) => {
-      const request = event as RequestEvent;
-      const step = stepOf(request);
-      const slot = table.enqueue(request.id, rankOf(request), step.at, step.limits);
-      joined(enqueue, table, request, step, slot.rank);
-    }),
+    enqueue: enqueueActions(({ context, event, enqueue }) =>
+      enqueueWaiter(enqueue, context, event as RequestEvent),
+    ),
     /** The victim's Retry-After counts the queue after it left, before the arrival joins. */
-    displaceAndEnqueue: enqueueActions(({ context: { table }, event, enqueue }) => {
-      const request = event as RequestEvent;
-      const step = stepOf(request);
-      const { limits } = step;
-      const slot = table.displace(
-        request.id,
-        rankOf(request),
-        step.at,
-        limits.capacity,
-        (victim) => {
-          const retryAfterS = estimateRetryAfterS(table, limits);
-          enqueue.emit({
-            type: 'notify',
-            to: victim.id,
-            message: { type: 'displaced', retryAfterS },
-          });
-          if (!observes(step, 'displaced')) return;
-          const displaced = telemetry(table, limits, 'displaced', victim.rank);
-          displaced.measurements.retry_after = retryAfterS;
-          enqueue.emit(displaced);
-        },
-      );
-      joined(enqueue, table, request, step, slot.rank);
+    displaceAndEnqueue: enqueueActions(({ context, event, enqueue }) => {
+      const { table, config } = context;
+      const limits = limitsOf(config);
+      const victim = table.victimFor(rankOf(event as RequestEvent))!;
+      table.unlink(victim);
+      const retryAfterS = estimateRetryAfterS(table, limits);
+      enqueue.emit({
+        type: 'notify',
+        to: victim.id,
+        message: { type: 'displaced', retryAfterS },
+      });
+      if (config.wants('displaced')) {
+        const displaced = telemetry(table, limits, 'displaced', victim.rank);
+        displaced.measurements.retry_after = retryAfterS;
+        enqueue.emit(displaced);
+      }
+      enqueueWaiter(enqueue, context, event as RequestEvent);
     }),
-    refuse: enqueueActions(({ context: { table }, event, enqueue }) => {
-      const step = stepOf(event);
-      const retryAfterS = estimateRetryAfterS(table, step.limits);
-      if (observes(step, 'rejected')) {
-        const rejected = telemetry(table, step.limits, 'rejected', rankOf(event as RequestEvent));
+    refuse: enqueueActions(({ context: { table, config }, event, enqueue }) => {
+      const limits = limitsOf(config);
+      const retryAfterS = estimateRetryAfterS(table, limits);
+      if (config.wants('rejected')) {
+        const rejected = telemetry(table, limits, 'rejected', rankOf(event as RequestEvent));
         rejected.measurements.retry_after = retryAfterS;
         enqueue.emit(rejected);
       }
       answer(enqueue, event, { type: 'queue_full', retryAfterS });
     }),
     releaseHolder: enqueueActions(({ context, event, enqueue }) =>
-      releaseHolder(enqueue, context.table, event as IdEvent),
+      releaseHolder(enqueue, context, event as IdEvent),
     ),
     dropWaiter: enqueueActions(({ context, event, enqueue }) =>
-      dropWaiter(enqueue, context.table, event as IdEvent),
+      dropWaiter(enqueue, context, event as IdEvent),
     ),
     answerOk: enqueueActions(({ event, enqueue }) => answer(enqueue, event, OK)),
     transfer: enqueueActions(({ context, event, enqueue }) => {
       const { from, to } = event as TransferEvent;
-      const as = context.table.transfer(from, to)!;
+      const as = context.table.rename(from, to)!;
       answer(enqueue, event, { type: 'transferred', as });
     }),
     /** Marks the holder yieldable, then lets it yield at once if a waiter is owed a slot. */
-    markOrphaned: enqueueActions(({ context: { table }, event, enqueue }) => {
-      table.orphan((event as IdEvent).id);
-      preemptOrphans(enqueue, table, stepOf(event));
+    markOrphaned: enqueueActions(({ context, event, enqueue }) => {
+      const { table } = context;
+      table.setYieldable(table.holders.get((event as IdEvent).id)!, true);
+      preemptOrphans(enqueue, context);
       answer(enqueue, event, OK);
     }),
     /** Unmarks it; a preemption it had been sent is forgotten, so another orphan is asked. */
-    markAdopted: enqueueActions(({ context: { table }, event, enqueue }) => {
-      table.adopt((event as IdEvent).id);
-      preemptOrphans(enqueue, table, stepOf(event));
+    markAdopted: enqueueActions(({ context, event, enqueue }) => {
+      const { table } = context;
+      table.setYieldable(table.holders.get((event as IdEvent).id)!, false);
+      preemptOrphans(enqueue, context);
       answer(enqueue, event, OK);
     }),
     answerUnknown: enqueueActions(({ event, enqueue }) =>
       answer(enqueue, event, { type: 'unknown' }),
     ),
     answerRetryAfter: enqueueActions(({ context, event, enqueue }) =>
-      answer(enqueue, event, estimateRetryAfterS(context.table, stepOf(event).limits)),
+      answer(enqueue, event, estimateRetryAfterS(context.table, limitsOf(context.config))),
     ),
-    answerStats: enqueueActions(({ context: { table }, event, enqueue }) => {
-      const { limits } = stepOf(event);
+    answerStats: enqueueActions(({ context: { table, config }, event, enqueue }) => {
+      const limits = limitsOf(config);
+      const [interactive, high, normal, low] = table.depths as [number, number, number, number];
       const stats: SemaphoreStats = {
-        held: table.held,
-        queued: table.queued,
+        held: table.holders.size,
+        queued: table.waiters.size,
         capacity: limits.capacity,
         queueSize: limits.queueSize,
-        queuedByClass: {
-          interactive: table.depth(0),
-          high: table.depth(1),
-          normal: table.depth(2),
-          low: table.depth(3),
-        },
+        queuedByClass: { interactive, high, normal, low },
       };
       answer(enqueue, event, stats);
     }),
@@ -566,12 +689,6 @@ const chart = setup({
     },
   },
 });
-
-/**
- * The chart behind its door: an event that carries no `step` is stamped with one reading of
- * the input's clock, limits and telemetry filter before the chart sees it.
- */
-export const semaphoreMachine = stampAtTheDoor(chart, stamp);
 
 const ALWAYS = () => true;
 

@@ -19,6 +19,7 @@ import type { SupervisedPool } from '../services/supervisedPool.js';
 import type { WaitingRoomService } from '../services/waitingRoomService.js';
 import type { VariantStore } from '../store/index.js';
 import type { Metrics } from '../telemetry/metrics.js';
+import type { EncoderCapabilities } from '../workers/capabilities.js';
 import type { ResolvedExecutable } from '../workers/ffmpegPath.js';
 
 /**
@@ -34,7 +35,8 @@ export type ProxyFatal = Fatal;
 export interface AudioProxyOptions {
   /** A loaded config, or a provider (tests change limits through a mutable one). */
   readonly config: Config | ConfigProvider;
-  /** @default a pino logger at the config's level */
+  /** @default a pino logger at the config's level, JSON lines on stdout (pretty only when the
+   *  config's `logFormat` is `pretty`; `auto` is JSON here) */
   readonly logger?: Logger;
   /** Wall clock in ms (URL expiry). @default Date.now */
   readonly now?: () => number;
@@ -96,6 +98,8 @@ export interface AudioProxy {
   readonly metrics: Metrics;
   readonly ffmpeg: ResolvedExecutable;
   readonly ffprobe: ResolvedExecutable;
+  /** What this ffmpeg can do, read at boot: the options it cannot honour answer 501. */
+  readonly capabilities: EncoderCapabilities;
   /** The variant store, or undefined when AP_VARIANT_STORE is unset. */
   readonly store: VariantStore | undefined;
   /** Cluster mode, or undefined when AP_CLUSTER_REDIS_URL is unset. */

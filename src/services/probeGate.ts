@@ -13,6 +13,9 @@
  * - **A verdict about the bytes is a result**: over `AP_MAX_SRC_BYTES` while opening
  *   (`source_too_large`), bytes ffprobe cannot read as media (`undecodable_source`, including
  *   an ffprobe that exited with a status of its own), a video stream (`video_source`).
+ * - **What this ffmpeg cannot read is undecodable too**: a demuxer or an audio codec missing
+ *   from the listing read at boot (`workers/capabilities.ts`; ffprobe may be another build) is
+ *   `undecodable_source` here, before a render takes a slot to find out.
  * - **Everything else is a `ProbeError`** whose `class` is one of the probe's failure classes
  *   (`machines/probeCoordinator.ts` `toFailure` reads `class` and `detail`).
  */
@@ -21,6 +24,7 @@ import type { ConfigProvider } from '../config/index.js';
 import type { ProbeFailureClass } from '../core/failure.js';
 import type { ResolvedSource } from '../core/source.js';
 import type { ProbeTaskOutcome } from '../core/worker.js';
+import type { EncoderCapabilities } from '../workers/capabilities.js';
 import type { WorkerPool } from '../workers/pool.js';
 import { buildProbeArgv, infoBody, parseProbe, probeVerdict } from '../workers/probe.js';
 import { runProbe } from '../workers/renderClient.js';
@@ -44,6 +48,8 @@ export interface ProbeLogicOptions {
   /** The pool ffprobe runs in (the proxy's supervised probe pool). */
   readonly pool: WorkerPool;
   readonly ffprobePath: string;
+  /** What the render's ffmpeg can demux and decode; absent: whatever ffprobe reads passes. */
+  readonly capabilities?: Pick<EncoderCapabilities, 'canRead'>;
 }
 
 /** The ProbeCoordinator's `probe` actor: one ffprobe of `input`, judged by `judgeProbe`. */
@@ -75,12 +81,18 @@ export function probeLogic(options: ProbeLogicOptions) {
     } finally {
       opened.lease.release(); // runProbe settles only once ffprobe is reaped
     }
-    return judgeProbe(outcome);
+    return judgeProbe(outcome, options.capabilities);
   });
 }
 
-/** A finished ffprobe task as the gate's result; throws `ProbeError` for a failure. */
-export function judgeProbe(outcome: ProbeTaskOutcome): ProbeResult {
+/**
+ * A finished ffprobe task as the gate's result; throws `ProbeError` for a failure. A source the
+ * render's ffmpeg cannot demux or decode (`capabilities`) is `undecodable_source`.
+ */
+export function judgeProbe(
+  outcome: ProbeTaskOutcome,
+  capabilities?: Pick<EncoderCapabilities, 'canRead'>,
+): ProbeResult {
   if (outcome.type !== 'ok') {
     // ffprobe refusing the bytes is a verdict about the source (415), shared like a result.
     // Its one input is a regular file the proxy opened, so an ffprobe that exits with a
@@ -104,6 +116,9 @@ export function judgeProbe(outcome: ProbeTaskOutcome): ProbeResult {
       throw new ProbeError('probe_failed', 'unparseable probe output');
     }
     return { ok: false, refusal: verdict.reason };
+  }
+  if (parsed.ok && capabilities && !capabilities.canRead(parsed)) {
+    return { ok: false, refusal: 'undecodable_source' };
   }
   const media = verdict.info;
   return {

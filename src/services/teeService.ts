@@ -20,7 +20,9 @@
  *   ends (so a render nobody wants any more is cancelled), and the tee gets `coordinator.gone`
  *   when the coordinator ends without a terminal message.
  * - **A write failure never reaches a client**: it is published on
- *   `audio_proxy.variant_store.write_failure` as `{ key, reason }`, and the tee leaves.
+ *   `audio_proxy.variant_store.write_failure` as `{ key, reason }`, and the tee leaves. A
+ *   variant a bounded store refused as too large (`too_large`) is not a failure: the store
+ *   reported it already; the tee just leaves.
  * - **`done` settles after the store did**: staging removed or the variant committed.
  *
  * ## Races
@@ -50,6 +52,7 @@ import {
   reasonOf,
   type StoredVariant,
   StoreError,
+  TOO_LARGE_REASON,
   type VariantMetadata,
   type VariantStore,
 } from '../store/types.js';
@@ -161,6 +164,9 @@ export function attachTee(options: AttachTeeOptions): TeeHandle {
     ...(options.inspect ? { inspect: options.inspect } : {}),
   });
   actor.on('write_failure', (e) => {
+    // A variant over a bounded store's whole bound is the store's policy, reported on its own
+    // channel (`audio_proxy.variant_store.oversize`), not a failed write.
+    if (e.reason === TOO_LARGE_REASON) return;
     publish(WRITE_FAILURE_CHANNEL, () => ({ key: e.key, reason: e.reason }));
   });
   const deliver = (event: Parameters<TeeActor['send']>[0]) => {

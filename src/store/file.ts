@@ -15,7 +15,29 @@
  * - **Every failure path removes its own staging**; a process killed mid-write leaves staging
  *   that no reader looks at, and the boot sweep removes it.
  * - **Reads stream from an open descriptor**, so an entry deleted after `get` opened it is still
- *   read whole.
+ *   read whole (POSIX: an unlinked file lives on while a descriptor is open; its space is freed
+ *   at the last close).
+ *
+ * ## The bound (`maxBytes`, `AP_VARIANT_STORE_MAX_BYTES`; 0: unbounded, no index, as before)
+ * A bounded store keeps an index (`fileIndex.ts`) of its variants' bytes (data plus metadata file)
+ * in least-recently-used order, rebuilt at boot by a scan of the directory, moved by each commit
+ * and each HIT (`head`, `get`, and `touch` from the hot cache; memory only, no disk write).
+ * - **Committed bytes on disk never exceed the bound** (those this store knows of). Commits, evictions and deletes run one
+ *   at a time under the commit lock; a commit first removes its victims (least recently used
+ *   first, data file then metadata, as `delete` does) and only then renames its own files in.
+ *   Staging is outside the bound (it is bounded by the renders in flight).
+ * - **A variant being read is never evicted.** `get` pins its key before it opens the file and
+ *   unpins when the stream closes; victims skip pinned keys. A `get` of a key already chosen as a
+ *   victim is a miss, so no read we serve ever holds an evicted file open, and the space an
+ *   eviction frees is free at once. (Deletes we do not decide, `delete` and other nodes, still
+ *   rely on the descriptor guarantee above.) When the pinned variants alone leave no room, the
+ *   commit fails (`ERR_STORE_WRITE`, `store_full`) and nothing is evicted.
+ * - **A variant larger than the whole bound is never stored**: its put stops writing as soon as
+ *   its data passes the bound, removes its staging and rejects with `ERR_STORE_TOO_LARGE`,
+ *   published on `audio_proxy.variant_store.oversize` (not a write failure).
+ * - **Concurrent puts of one key**: both stage privately; their commits run in turn under the
+ *   lock, the second replaces the first (same bytes) and the index counts the key once. A key
+ *   being committed is never its own victim.
  *
  * ## Races
  * - *Two nodes sharing one directory*: a booting node's sweep removes only staging whose writer
@@ -23,16 +45,30 @@
  *   neither breaks its writes nor its boot probe. A sweep that still removes a live writer's file
  *   (another host, an hour-long stall) fails that put; it never commits a torn file.
  * - *Delete racing head/get*: data goes first, so a reader sees "absent", never data without meta.
+ * - *A HIT in the instant between a commit's rename and its index record* (readers may see the
+ *   file a moment before the rename's continuation runs): the commit counts as the more recent
+ *   of the two. Recency is approximate at that scale, never the bound.
+ * - *A bounded directory shared by several nodes*: each node bounds what it knows (its boot scan
+ *   and its own commits) and forgets a variant it finds gone, so N nodes may hold up to N times
+ *   the bound between them; give each node its share.
  *
  * ## Events
- * None; the Tee reports write failures.
+ * | Event | Fields | When |
+ * |---|---|---|
+ * | `audio_proxy.variant_store.eviction` | `key`, `bytes`, `heldBytes`, `maxBytes` | a variant was removed to make room (also at boot, after the bound was lowered) |
+ * | `audio_proxy.variant_store.oversize` | `key`, `bytes`, `maxBytes`, `first` | a put was refused for exceeding the whole bound |
+ *
+ * The Tee reports write failures.
  */
 import { randomBytes } from 'node:crypto';
 import type { FileHandle } from 'node:fs/promises';
 import { mkdir, open, readdir, readFile, rename, rm, rmdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
+import { publish, VARIANT_STORE_CHANNELS } from '../telemetry/channels.js';
+import type { StoreUsage } from '../telemetry/metrics.js';
 import { pullChunks } from './channel.js';
+import { fanOutOf, META_SUFFIX, scanVariants, VariantIndex } from './fileIndex.js';
 import {
   type ByteRange,
   checkKey,
@@ -43,6 +79,7 @@ import {
   type StoredBody,
   type StoredVariant,
   StoreError,
+  TOO_LARGE_REASON,
   type VariantMetadata,
   type VariantStore,
 } from './types.js';
@@ -81,6 +118,26 @@ interface MetaFile extends VariantMetadata {
   readonly size: number;
 }
 
+function metaRecord(size: number, metadata: VariantMetadata): MetaFile {
+  return {
+    v: META_VERSION,
+    size,
+    contentType: metadata.contentType,
+    cacheControl: metadata.cacheControl,
+    ...(metadata.contentDisposition !== undefined
+      ? { contentDisposition: metadata.contentDisposition }
+      : {}),
+  };
+}
+
+/**
+ * The bytes a committed variant of `size` data bytes takes on disk, as the bound counts them:
+ * its data file plus its metadata file.
+ */
+export function storedBytes(size: number, metadata: VariantMetadata): number {
+  return size + Buffer.byteLength(JSON.stringify(metaRecord(size, metadata)));
+}
+
 function isMissing(error: unknown): boolean {
   const code = (error as { code?: string } | null)?.code;
   return code === 'ENOENT' || code === 'ENOTDIR';
@@ -101,6 +158,11 @@ async function writeAll(handle: FileHandle, data: Buffer): Promise<void> {
 export interface FileVariantStoreOptions {
   /** Absolute directory (already validated by the config). */
   readonly root: string;
+  /**
+   * Bytes the committed variants may take together (data and metadata files); least recently
+   * used variants are evicted past it. 0: unbounded, no index kept. @default 0
+   */
+  readonly maxBytes?: number;
 }
 
 export class FileVariantStore implements VariantStore {
@@ -108,29 +170,148 @@ export class FileVariantStore implements VariantStore {
   readonly canPresign = false;
   readonly root: string;
   readonly stagingDir: string;
+  /** The bound; 0 when unbounded. */
+  readonly maxBytes: number;
+  /** Present when bounded. */
+  readonly #index: VariantIndex | undefined;
+  /** Keys chosen as victims whose files are being removed: a `get` of one is a miss. */
+  readonly #evicting = new Set<string>();
+  /** The commit lock: commits, evictions and deletes of a bounded store, one at a time. */
+  #tail: Promise<unknown> = Promise.resolve();
+  #scanned: Promise<void> | undefined;
+  #oversizeSeen = false;
 
   constructor(options: FileVariantStoreOptions) {
     if (typeof options?.root !== 'string' || !options.root.startsWith('/')) {
       throw new TypeError('FileVariantStore: root must be an absolute path');
     }
+    const maxBytes = options.maxBytes ?? 0;
+    if (!Number.isSafeInteger(maxBytes) || maxBytes < 0) {
+      throw new RangeError(`FileVariantStore: maxBytes must be an integer >= 0, got ${maxBytes}`);
+    }
     this.root = options.root;
     this.stagingDir = join(options.root, STAGING_DIR);
+    this.maxBytes = maxBytes;
+    this.#index = maxBytes > 0 ? new VariantIndex(maxBytes) : undefined;
   }
 
   #dir(key: string): string {
-    return join(this.root, key.slice(0, 2).padEnd(2, '_'));
+    return join(this.root, fanOutOf(key));
   }
 
   /** Where a committed variant's bytes and metadata live. */
   paths(key: string): { data: string; meta: string } {
     checkKey(key);
     const dir = this.#dir(key);
-    return { data: join(dir, key), meta: join(dir, `${key}.meta`) };
+    return { data: join(dir, key), meta: join(dir, `${key}${META_SUFFIX}`) };
+  }
+
+  /** What a bounded store holds now; `undefined` when unbounded. */
+  usage(): StoreUsage | undefined {
+    const index = this.#index;
+    if (index === undefined) return undefined;
+    return { bytes: index.bytes, maxBytes: index.maxBytes, variants: index.size };
+  }
+
+  /** Keys held, least recently used first (a bounded store; tests and diagnostics). */
+  heldKeys(): string[] {
+    return this.#index?.keys() ?? [];
+  }
+
+  /** A HIT served from elsewhere (the hot cache): `key` becomes the most recently used. */
+  touch(key: string): void {
+    this.#index?.touch(key);
+  }
+
+  /**
+   * Builds a bounded store's index from the directory (once; later calls await the first) and
+   * evicts down to the bound if the directory holds more (the bound was lowered). Commits and
+   * deletes wait for it; `createVariantStore` awaits it at boot so a failure refuses the boot.
+   * Resolves at once for an unbounded store.
+   */
+  scan(): Promise<void> {
+    this.#scanned ??= this.#index
+      ? this.#exclusive(() => this.#build(this.#index!))
+      : Promise.resolve();
+    return this.#scanned;
+  }
+
+  async #build(index: VariantIndex): Promise<void> {
+    for (const found of await scanVariants(this.root)) {
+      if (!index.has(found.key)) index.set(found.key, found.bytes);
+    }
+    await this.#evict(index, index.victims(undefined) ?? []);
+  }
+
+  /** Runs `fn` once every earlier holder of the commit lock has finished. */
+  #exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.#tail.then(fn, fn);
+    this.#tail = run.catch(() => {});
+    return run;
+  }
+
+  /**
+   * Removes `victims` (under the commit lock), each before the next: data, then metadata, then
+   * the fan-out directory if now empty. All are marked first, in the same turn as their choice,
+   * so a `get` arriving while an earlier one is being removed cannot pin and open a later one.
+   * A removal that fails puts its key back (it is still on disk) and rejects.
+   */
+  async #evict(index: VariantIndex, victims: readonly string[]): Promise<void> {
+    for (const key of victims) this.#evicting.add(key);
+    try {
+      for (const key of victims) {
+        const bytes = index.delete(key);
+        if (bytes === undefined) continue; // found gone meanwhile and forgotten
+        try {
+          await this.#remove(key);
+        } catch (error) {
+          index.set(key, bytes);
+          throw error;
+        }
+        publish(VARIANT_STORE_CHANNELS.eviction, () => ({
+          key,
+          bytes,
+          heldBytes: index.bytes,
+          maxBytes: index.maxBytes,
+        }));
+      }
+    } finally {
+      for (const key of victims) this.#evicting.delete(key);
+    }
+  }
+
+  async #remove(key: string): Promise<void> {
+    const { data, meta } = this.paths(key);
+    await rm(data, { force: true });
+    await rm(meta, { force: true });
+    await rmdir(this.#dir(key)).catch(() => {}); // only if now empty; busy or shared is fine
+  }
+
+  /** A variant the index holds turned out gone (an operator, another node): stop counting it. */
+  #forget(key: string): void {
+    if (!this.#evicting.has(key)) this.#index?.delete(key);
+  }
+
+  #tooLarge(key: string, bytes: number): StoreError {
+    const first = !this.#oversizeSeen;
+    this.#oversizeSeen = true;
+    publish(VARIANT_STORE_CHANNELS.oversize, () => ({
+      key,
+      bytes,
+      maxBytes: this.maxBytes,
+      first,
+    }));
+    return new StoreError(
+      'ERR_STORE_TOO_LARGE',
+      TOO_LARGE_REASON,
+      `variant ${key} is larger than the store's bound (${this.maxBytes} bytes); not stored`,
+    );
   }
 
   async head(key: string): Promise<StoredVariant | undefined> {
     const { data, meta } = this.paths(key);
     const [metaText, info] = await Promise.allSettled([readFile(meta, 'utf8'), stat(data)]);
+    if (info.status === 'rejected' && isMissing(info.reason)) this.#forget(key);
     for (const r of [metaText, info]) {
       if (r.status === 'rejected') {
         if (isMissing(r.reason)) return undefined;
@@ -155,6 +336,7 @@ export class FileVariantStore implements VariantStore {
     ) {
       return undefined;
     }
+    this.#index?.touch(key);
     return {
       key,
       size,
@@ -169,6 +351,40 @@ export class FileVariantStore implements VariantStore {
   async get(key: string, range?: ByteRange): Promise<StoredBody | undefined> {
     checkRange(range);
     const { data } = this.paths(key);
+    const index = this.#index;
+    if (index === undefined) return this.#open(key, data, range);
+    // Pinned before the open, so no victim is chosen among open files; a victim already chosen
+    // is a miss rather than a read of a file about to go.
+    if (this.#evicting.has(key)) return undefined;
+    index.pin(key);
+    let unpin: (() => void) | undefined = () => {
+      unpin = undefined;
+      index.unpin(key);
+    };
+    try {
+      const body = await this.#open(key, data, range);
+      if (body === undefined) {
+        this.#forget(key);
+      } else {
+        index.touch(key);
+        if (body.length > 0) {
+          body.stream.once('close', () => unpin?.());
+          return body;
+        }
+      }
+      unpin();
+      return body;
+    } catch (error) {
+      unpin?.();
+      throw error;
+    }
+  }
+
+  async #open(
+    key: string,
+    data: string,
+    range: ByteRange | undefined,
+  ): Promise<(StoredBody & { type: 'stream' }) | undefined> {
     let handle: FileHandle;
     try {
       handle = await open(data, 'r');
@@ -197,7 +413,7 @@ export class FileVariantStore implements VariantStore {
       return { type: 'stream', stream, length };
     } catch (error) {
       await handle.close().catch(() => {});
-      throw new StoreError('ERR_STORE_UNAVAILABLE', reasonOf(error), 'variant read failed', {
+      throw new StoreError('ERR_STORE_UNAVAILABLE', reasonOf(error), `variant ${key} read failed`, {
         cause: error,
       });
     }
@@ -213,6 +429,7 @@ export class FileVariantStore implements VariantStore {
     const { data, meta } = this.paths(key);
     const { signal } = options;
     if (signal?.aborted) throw aborted(signal.reason);
+    const index = this.#index;
     const stem = join(
       this.stagingDir,
       `${key}.${process.pid}-${randomBytes(STAGING_RANDOM_BYTES).toString('hex')}`,
@@ -226,28 +443,42 @@ export class FileVariantStore implements VariantStore {
       for await (const chunk of pullChunks(chunks, signal)) {
         await writeAll(handle, chunk);
         size += chunk.length;
+        if (index !== undefined && size > index.maxBytes) throw this.#tooLarge(key, size);
       }
       if (signal?.aborted) throw aborted(signal.reason);
       await handle.datasync();
       await handle.close();
       handle = undefined;
-      const record: MetaFile = {
-        v: META_VERSION,
-        size,
-        contentType: metadata.contentType,
-        cacheControl: metadata.cacheControl,
-        ...(metadata.contentDisposition !== undefined
-          ? { contentDisposition: metadata.contentDisposition }
-          : {}),
-      };
+      const record = Buffer.from(JSON.stringify(metaRecord(size, metadata)));
+      const bytes = size + record.length;
+      if (index !== undefined && bytes > index.maxBytes) throw this.#tooLarge(key, bytes);
       handle = await open(metaTmp, 'wx');
-      await writeAll(handle, Buffer.from(JSON.stringify(record)));
+      await writeAll(handle, record);
       await handle.datasync();
       await handle.close();
       handle = undefined;
       if (signal?.aborted) throw aborted(signal.reason);
-      await this.#placeMeta(key, metaTmp, meta);
-      await rename(dataTmp, data); // the commit point
+      if (index === undefined) {
+        await this.#placeMeta(key, metaTmp, meta);
+        await rename(dataTmp, data); // the commit point
+      } else {
+        await this.scan();
+        await this.#exclusive(async () => {
+          if (signal?.aborted) throw aborted(signal.reason);
+          const victims = index.victims(key, bytes);
+          if (victims === undefined) {
+            throw new StoreError(
+              'ERR_STORE_WRITE',
+              'store_full',
+              `variant ${key} (${bytes} bytes) does not fit: the variants being read fill the bound`,
+            );
+          }
+          await this.#evict(index, victims);
+          await this.#placeMeta(key, metaTmp, meta);
+          await rename(dataTmp, data); // the commit point
+          index.set(key, bytes);
+        });
+      }
       return { key, size, ...metadata };
     } catch (error) {
       await handle?.close().catch(() => {});
@@ -281,10 +512,19 @@ export class FileVariantStore implements VariantStore {
   }
 
   async delete(key: string): Promise<void> {
-    const { data, meta } = this.paths(key);
-    await rm(data, { force: true });
-    await rm(meta, { force: true });
-    await rmdir(this.#dir(key)).catch(() => {}); // only if now empty; busy or shared is fine
+    checkKey(key);
+    const index = this.#index;
+    if (index === undefined) return this.#remove(key);
+    await this.scan();
+    await this.#exclusive(async () => {
+      const bytes = index.delete(key);
+      try {
+        await this.#remove(key);
+      } catch (error) {
+        if (bytes !== undefined) index.set(key, bytes); // still on disk
+        throw error;
+      }
+    });
   }
 
   async close(): Promise<void> {}

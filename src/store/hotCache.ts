@@ -17,6 +17,8 @@
  *   store (an operator's purge) stays servable from memory until evicted; `delete` through this
  *   wrapper evicts at once.
  * - **`maxBytes = 0` is a pass-through.**
+ * - **A HIT served from memory is still a HIT to the store underneath**: it is told (`touch`),
+ *   so a bounded store's recency counts it and never evicts a hot variant for being unread.
  *
  * ## Races
  * - *Many requests for a cold key at once*: one load, every request awaits it.
@@ -28,6 +30,7 @@
  */
 import type { Readable } from 'node:stream';
 import { DEFAULT_HIT_CACHE_BYTES } from '../config/index.js';
+import type { StoreUsage } from '../telemetry/metrics.js';
 import {
   type ByteRange,
   checkKey,
@@ -125,12 +128,16 @@ export class HotVariantCache implements VariantStore {
     };
   }
 
-  /** The entry for `key`, moved to the most recent position. */
+  /**
+   * The entry for `key`, moved to the most recent position; the store underneath is told too,
+   * so a bounded store does not evict what is served from here.
+   */
   #touch(key: string): Entry | undefined {
     const entry = this.#entries.get(key);
     if (entry === undefined) return undefined;
     this.#entries.delete(key);
     this.#entries.set(key, entry);
+    this.inner.touch?.(key);
     return entry;
   }
 
@@ -162,7 +169,10 @@ export class HotVariantCache implements VariantStore {
 
   async head(key: string): Promise<StoredVariant | undefined> {
     const entry = this.#entries.get(key);
-    if (entry !== undefined) return entry.head;
+    if (entry !== undefined) {
+      this.inner.touch?.(key);
+      return entry.head;
+    }
     const head = await this.inner.head(key);
     if (head !== undefined && this.maxBytes > 0 && head.size <= this.maxEntryBytes) {
       this.#rememberHead(head);
@@ -244,6 +254,14 @@ export class HotVariantCache implements VariantStore {
 
   presign(key: string, ttlS: number): Promise<string> {
     return this.inner.presign(key, ttlS);
+  }
+
+  touch(key: string): void {
+    this.inner.touch?.(key);
+  }
+
+  usage(): StoreUsage | undefined {
+    return this.inner.usage?.();
   }
 
   async delete(key: string): Promise<void> {

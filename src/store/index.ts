@@ -5,7 +5,10 @@
  * Boot checks, in order:
  * - `file://`: sweep `<root>/tmp` of staging left by a write that was killed, then prove the whole
  *   write path by committing, reading back and deleting a probe variant (staging, fan-out
- *   directory creation, both renames, metadata parse).
+ *   directory creation, both renames, metadata parse). With `AP_VARIANT_STORE_MAX_BYTES`, then
+ *   scan the directory into the store's index (evicting down to the bound if it was lowered).
+ *   The probe goes through an unbounded store on the same directory, before the scan, so it
+ *   never evicts a variant and is never counted.
  * - `s3://`: a live PUT then DELETE of `.audio-proxy-boot-probe/<pid>-<random>` with the variant
  *   identity, proving endpoint, trust, credentials, bucket and write permission.
  * - `AP_SERVE_MODE=redirect` needs a store that can presign (the config refuses it already; this
@@ -91,15 +94,27 @@ export async function createVariantStore(
   }
   let store: FileVariantStore | S3VariantStore;
   if (spec.kind === 'file') {
-    store = new FileVariantStore({ root: spec.root });
+    const maxBytes = config.variantStoreMaxBytes ?? 0;
+    const probe = new FileVariantStore({ root: spec.root });
+    store = maxBytes > 0 ? new FileVariantStore({ root: spec.root, maxBytes }) : probe;
     try {
-      await store.sweepStaging();
-      await proveWritable(store);
+      await probe.sweepStaging();
+      await proveWritable(probe);
     } catch (error) {
       throw bootError(
         config,
         reasonOf(error),
         `the store is not writable (${reasonOf(error)}); it must be a directory this process can create files in`,
+        error,
+      );
+    }
+    try {
+      await store.scan();
+    } catch (error) {
+      throw bootError(
+        config,
+        reasonOf(error),
+        `its variants could not be counted for AP_VARIANT_STORE_MAX_BYTES (${reasonOf(error)}); the directory must be readable`,
         error,
       );
     }

@@ -27,6 +27,7 @@
  * None here; the Tee publishes write failures.
  */
 import type { Readable } from 'node:stream';
+import type { StoreUsage } from '../telemetry/metrics.js';
 
 /** What is stored with a variant and replayed on every HIT. */
 export interface VariantMetadata {
@@ -86,6 +87,13 @@ export interface VariantStore {
   delete(key: string): Promise<void>;
   /** Releases sockets and handles. */
   close(): Promise<void>;
+  /**
+   * Tells a bounded store that `key` was just served without reading it (the hot cache served it
+   * from memory), so its recency counts that HIT. In memory only; optional.
+   */
+  touch?(key: string): void;
+  /** What a bounded store holds now (the metrics gauges); `undefined` when it keeps no index. */
+  usage?(): StoreUsage | undefined;
 }
 
 export type StoreErrorCode =
@@ -97,8 +105,10 @@ export type StoreErrorCode =
   | 'ERR_STORE_ABORTED'
   /** The operation is not something this store can do (presigning a file store). */
   | 'ERR_STORE_UNSUPPORTED'
-  /** Boot: the store is not usable (not writable, probe failed). */
-  | 'ERR_STORE_BOOT';
+  /** Boot: the store is not usable (not writable, probe failed, its directory unreadable). */
+  | 'ERR_STORE_BOOT'
+  /** The variant is larger than the store's whole bound (`AP_VARIANT_STORE_MAX_BYTES`): not kept. */
+  | 'ERR_STORE_TOO_LARGE';
 
 /** Why a store operation failed. Match on `code`; `reason` is a short lowercase token. */
 export class StoreError extends Error {
@@ -120,9 +130,14 @@ export class StoreError extends Error {
 /** Keys name files and objects: hex digests in practice; anything path-like is refused. */
 const KEY_RE = /^[A-Za-z0-9_-]{1,200}$/;
 
+/** Whether `key` is a well-formed variant key (one that names a file, never a path). */
+export function isVariantKey(key: string): boolean {
+  return typeof key === 'string' && KEY_RE.test(key);
+}
+
 /** Throws `TypeError` for a key that could escape its directory or bucket prefix. */
 export function checkKey(key: string): void {
-  if (typeof key !== 'string' || !KEY_RE.test(key)) {
+  if (!isVariantKey(key)) {
     throw new TypeError(`variant key must match ${KEY_RE}, got ${JSON.stringify(key)}`);
   }
 }
@@ -151,6 +166,9 @@ export function checkMetadata(metadata: VariantMetadata): void {
     throw new TypeError('metadata.contentDisposition must be a non-empty string when set');
   }
 }
+
+/** The `reason` of `ERR_STORE_TOO_LARGE`: the store's own channel reports it, not a failure. */
+export const TOO_LARGE_REASON = 'too_large';
 
 /** `errno` code of a Node error, lowercased, or `fallback`. */
 export function reasonOf(error: unknown, fallback = 'unknown'): string {

@@ -22,6 +22,8 @@
  * | `audio_proxy.probe_limiter.*` | `{ measurements, metadata }` (see `machines/probeLimiter.ts`) | probe slot changes, counts after the event |
  * | `audio_proxy.render.*`, `.cache.lookup`, `.variant_store.write_failure` | published by their owners | the render span, cache lookups, store failures |
  * | `audio_proxy.internal_error` | `{ stage, error, req? }` | an unexpected exception on the request path (logged at error, counted) |
+ * | `audio_proxy.variant_store.eviction` | `VariantStoreEviction` | a bounded `file://` store removed a least recently used variant to make room |
+ * | `audio_proxy.variant_store.oversize` | `VariantStoreOversize` | a variant larger than that whole bound was not kept (logged once per store, counted each time) |
  */
 import diagnosticsChannel from 'node:diagnostics_channel';
 import type { AnyActorRef } from 'xstate';
@@ -94,6 +96,32 @@ export function publishInternalError(
   }
 }
 
+/** A bounded `file://` variant store's own channels (`AP_VARIANT_STORE_MAX_BYTES`). */
+export const VARIANT_STORE_CHANNELS = {
+  eviction: 'audio_proxy.variant_store.eviction',
+  oversize: 'audio_proxy.variant_store.oversize',
+} as const;
+
+/** One variant evicted: what it freed, and what the store holds once it is gone. */
+export interface VariantStoreEviction {
+  readonly key: string;
+  /** Bytes freed: the variant's data and metadata files. */
+  readonly bytes: number;
+  /** Bytes the store holds after this eviction. */
+  readonly heldBytes: number;
+  readonly maxBytes: number;
+}
+
+/** One variant not kept because it alone exceeds the bound. */
+export interface VariantStoreOversize {
+  readonly key: string;
+  /** Bytes seen when the store gave up (at least the bound; not the variant's whole size). */
+  readonly bytes: number;
+  readonly maxBytes: number;
+  /** The first such variant this store met: the one the log reports. */
+  readonly first: boolean;
+}
+
 /** Every process-supervisor transition (message: `{ pool, from, to, … }`). */
 export const WORKER_POOL_TRANSITION_CHANNEL = 'audio_proxy.worker_pool.transition';
 
@@ -104,6 +132,8 @@ export const CHANNELS = [
   RENDER_CHANNELS.writeFailure,
   RENDER_CHANNELS.httpRequest,
   RENDER_CHANNELS.internalError,
+  VARIANT_STORE_CHANNELS.eviction,
+  VARIANT_STORE_CHANNELS.oversize,
   WORKER_POOL_TRANSITION_CHANNEL,
   ...SEMAPHORE_CHANNELS,
   ...PROBE_LIMITER_CHANNELS,

@@ -4,8 +4,9 @@
  *
  * ## Invariants
  * - **Gauges are read from the owner at scrape time** (semaphore stats with a 1 s deadline, the
- *   registry count), never kept up to date from events, so a missed event cannot skew them. If a
- *   sample fails, only those gauges are left out; counters are still served.
+ *   registry count, a bounded store's index), never kept up to date from events, so a missed
+ *   event cannot skew them. If a sample fails, only those gauges are left out; counters are
+ *   still served. (Evictions and refusals are counters, fed by the store's channels.)
  * - **Label values come from closed sets** defined here; nothing derived from a request (source,
  *   options, key, path) is ever a label.
  * - **A handler never throws**: a malformed event is ignored rather than unsubscribing the
@@ -13,11 +14,13 @@
  * - Every metric is declared (`# HELP`, `# TYPE`) on a fresh scrape; unlabelled counters read 0.
  *
  * One `Metrics` per proxy instance, with its own prom-client Registry, so two proxies in one
- * process (tests, embedders) never share counters.
+ * process (tests, embedders) never share counters. The registry also carries the standard
+ * `process_*` and `nodejs_*` metrics (`processMetrics.ts`), whose samplers `close()` stops.
  */
 import diagnostics from 'node:diagnostics_channel';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { INTERNAL_ERROR_STAGES, RENDER_CHANNELS } from './channels.js';
+import { INTERNAL_ERROR_STAGES, RENDER_CHANNELS, VARIANT_STORE_CHANNELS } from './channels.js';
+import { collectProcessMetrics, type ProcessMetrics } from './processMetrics.js';
 
 /** Fixed buckets, in seconds: from sub-second previews to the 300 s default render timeout. */
 export const RENDER_DURATION_BUCKETS_S = [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
@@ -58,6 +61,18 @@ export interface GaugeSources {
   readonly cluster?: () => Promise<ClusterSample>;
   /** Optional extra gauges contributed by other owners (e.g. the process supervisors). */
   readonly extra?: () => Promise<ExtraGauge[]>;
+  /** What a bounded variant store holds (absent, or `undefined`: no bound; its gauges read 0). */
+  readonly variantStore?: () => StoreUsage | undefined;
+}
+
+/** What a bounded variant store reports at scrape time (`VariantStore.usage`). */
+export interface StoreUsage {
+  /** Bytes of the variants it holds: data and metadata files, as its index counts them. */
+  readonly bytes: number;
+  /** Its bound (`AP_VARIANT_STORE_MAX_BYTES`). */
+  readonly maxBytes: number;
+  /** Variants it holds. */
+  readonly variants: number;
 }
 
 /** One series of a gauge another owner contributes (`GaugeSources.extra`); same-name series
@@ -112,22 +127,28 @@ export class Metrics {
   readonly #rejections: Counter;
   readonly #preempted: Counter;
   readonly #writeFailures: Counter;
+  readonly #evictions: Counter;
+  readonly #evictedBytes: Counter;
+  readonly #oversize: Counter;
   readonly #http: Counter<'endpoint' | 'status'>;
   readonly #internalErrors: Counter<'stage'>;
   readonly #sources: GaugeSources;
+  /** The standard process and runtime metrics; `close()` stops their samplers. */
+  readonly process: ProcessMetrics;
 
   constructor(sources: GaugeSources) {
     this.#sources = sources;
+    this.process = collectProcessMetrics(this.registry);
     const registers = [this.registry];
     this.#renders = new Counter({
       name: 'audio_proxy_renders_total',
-      help: 'Renders delivered to a client, by format and outcome.',
+      help: 'Renders answered to a client, by format and outcome (success: the response finished).',
       labelNames: ['format', 'outcome'],
       registers,
     });
     this.#duration = new Histogram({
       name: 'audio_proxy_render_duration_seconds',
-      help: 'Time from subscribe to the end of delivery, by format and outcome.',
+      help: 'Time from subscribe to the end of the response, by format and outcome.',
       labelNames: ['format', 'outcome'],
       buckets: RENDER_DURATION_BUCKETS_S,
       registers,
@@ -151,6 +172,21 @@ export class Metrics {
     this.#writeFailures = new Counter({
       name: 'audio_proxy_variant_store_write_failures_total',
       help: 'Finished renders the variant store failed to keep.',
+      registers,
+    });
+    this.#evictions = new Counter({
+      name: 'audio_proxy_variant_store_evictions_total',
+      help: 'Variants a bounded file store removed, least recently used first, to make room.',
+      registers,
+    });
+    this.#evictedBytes = new Counter({
+      name: 'audio_proxy_variant_store_evicted_bytes_total',
+      help: 'Bytes those evictions freed (data and metadata files).',
+      registers,
+    });
+    this.#oversize = new Counter({
+      name: 'audio_proxy_variant_store_oversize_total',
+      help: 'Variants not kept because each alone exceeds AP_VARIANT_STORE_MAX_BYTES.',
       registers,
     });
     this.#http = new Counter({
@@ -215,6 +251,32 @@ export class Metrics {
       },
     });
 
+    const storeGauge = (name: string, help: string, pick: (u: StoreUsage) => number) =>
+      new Gauge({
+        name,
+        help,
+        registers,
+        collect(this: Gauge) {
+          const usage = sources.variantStore?.();
+          this.set(usage ? pick(usage) : 0);
+        },
+      });
+    storeGauge(
+      'audio_proxy_variant_store_bytes',
+      'Bytes a bounded file store holds (data and metadata files); 0 without a bound.',
+      (u) => u.bytes,
+    );
+    storeGauge(
+      'audio_proxy_variant_store_max_bytes',
+      'The bound on them (AP_VARIANT_STORE_MAX_BYTES); 0 without a bound.',
+      (u) => u.maxBytes,
+    );
+    storeGauge(
+      'audio_proxy_variant_store_variants',
+      'Variants a bounded file store holds; 0 without a bound.',
+      (u) => u.variants,
+    );
+
     this.#clusterMetrics(sources, registers);
 
     this.#on(RENDER_CHANNELS.stop, (m) => this.#finished(m, 'success'));
@@ -225,6 +287,13 @@ export class Metrics {
     this.#on(RENDER_CHANNELS.semaphoreRejected, () => this.#rejections.inc());
     this.#on(RENDER_CHANNELS.semaphorePreempted, () => this.#preempted.inc());
     this.#on(RENDER_CHANNELS.writeFailure, () => this.#writeFailures.inc());
+    this.#on(VARIANT_STORE_CHANNELS.eviction, (m) => {
+      this.#evictions.inc();
+      if (typeof m.bytes === 'number' && Number.isFinite(m.bytes) && m.bytes >= 0) {
+        this.#evictedBytes.inc(m.bytes);
+      }
+    });
+    this.#on(VARIANT_STORE_CHANNELS.oversize, () => this.#oversize.inc());
     this.#on(RENDER_CHANNELS.internalError, (m) =>
       this.#internalErrors.inc({ stage: closed(STAGES, m.stage) }),
     );
@@ -347,9 +416,10 @@ export class Metrics {
     return { contentType: 'text/plain; version=0.0.4; charset=utf-8', body };
   }
 
-  /** Detaches every channel handler; safe to call twice. */
+  /** Detaches every channel handler and stops the process metrics' samplers; safe to call twice. */
   close(): void {
     for (const off of this.#unsubscribe.splice(0)) off();
+    this.process.stop();
   }
 }
 

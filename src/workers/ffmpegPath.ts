@@ -2,14 +2,20 @@
  * Which ffmpeg and ffprobe the proxy runs: resolved once, before any actor exists.
  *
  * Order: the operator's `AP_FFMPEG_PATH`/`AP_FFPROBE_PATH`; else the name on `PATH` (a real
- * deployment's current build, e.g. Debian's 5.1); else the static binaries shipped inside
- * `@ffmpeg-installer/ffmpeg` and `@ffprobe-installer/ffprobe`, so `npm ci` alone brings a
- * working (2018, slower, no `deesser`) encoder. `/health` and the boot log report the choice.
+ * deployment's current build, e.g. Debian's 5.1); else the fallback: the static binaries inside
+ * the optional `@ffmpeg-installer/ffmpeg` and `@ffprobe-installer/ffprobe`, so `npm ci` alone
+ * brings a working (2018, slower, no `deesser`) encoder. `/health` and the boot log report the
+ * choice (`source: 'npm'`) and what that build cannot do (`capabilities.ts`).
  *
  * ## Invariants
  * - **Resolution never spawns.** It is file-system checks only; an unknown or non-executable
  *   binary is an `ExecutableNotFoundError` (`code` `ffmpeg_not_found`/`ffprobe_not_found`) and
  *   no process is started to discover that.
+ * - **A fallback binary without its execute bit is ours to fix, or explained.** npm with
+ *   `--ignore-scripts` leaves the shipped file mode 0644. When the file lies in a `node_modules`
+ *   and this process may write it, resolution adds the execute bits wherever the read bits are
+ *   (its one write; `madeExecutable` says so, and the boot log); otherwise the error names the
+ *   file and the `chmod` that fixes it.
  * - **An explicit path is never second-guessed.** If `AP_FFMPEG_PATH` is set and unusable, that
  *   is the error; the resolver does not fall back to `PATH` and silently run something else.
  * - **`ffmpegVersion` spawns at most once per path** (argv `-version`, no shell) and caches the
@@ -23,9 +29,9 @@
  * None. The outcome is data (`ResolvedExecutable`) or a coded error thrown at boot.
  */
 import { execFile } from 'node:child_process';
-import { accessSync, constants, statSync } from 'node:fs';
+import { accessSync, chmodSync, constants, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { delimiter, isAbsolute, join, resolve } from 'node:path';
+import { delimiter, isAbsolute, join, resolve, sep } from 'node:path';
 
 /** How long `-version` may take; a binary that cannot print its banner in this is unusable. */
 export const VERSION_TIMEOUT_MS = 5_000; // the 68 MB static build starts in well under a second
@@ -37,6 +43,16 @@ export interface ResolvedExecutable {
   readonly source: ExecutableSource;
   /** Known without spawning only for the npm binaries (their package says). */
   readonly version?: string;
+  /** True when resolution made the npm binary executable (`chmod +x`; see the header). */
+  readonly madeExecutable?: true;
+}
+
+/** The npm-shipped binary as its package names it. */
+export interface ShippedBinary {
+  readonly path: string;
+  readonly version?: string;
+  /** Ours to `chmod +x` when it lacks the bit: in a `node_modules`, writable by this process. */
+  readonly ours?: boolean;
 }
 
 export interface ResolveOptions {
@@ -48,7 +64,7 @@ export interface ResolveOptions {
     env: Readonly<Record<string, string | undefined>>,
   ) => string | null;
   /** The npm-shipped binary, or null when its package is absent. @default the installer package */
-  readonly npm?: () => { path: string; version?: string } | null;
+  readonly npm?: () => ShippedBinary | null;
 }
 
 export type ExecutableNotFoundCode = 'ffmpeg_not_found' | 'ffprobe_not_found';
@@ -148,15 +164,15 @@ function resolveTool(tool: Tool, options: ResolveOptions): ResolvedExecutable {
     if (path !== null && isExecutableFile(path)) {
       return { path: isAbsolute(path) ? path : resolve(path), source: 'env' };
     }
-    throw new ExecutableNotFoundError(
-      tool.code,
-      `${tool.envVar}=${explicit} is not an executable file`,
-      explicit,
-    );
+    const why =
+      path !== null && isRegularFile(path)
+        ? `is not executable (mode ${modeOf(path)}): chmod +x '${path}'`
+        : 'is not an executable file';
+    throw new ExecutableNotFoundError(tool.code, `${tool.envVar}=${explicit} ${why}`, explicit);
   }
   const onPath = which(tool.name, env);
   if (onPath !== null) return { path: onPath, source: 'path' };
-  let shipped: { path: string; version?: string } | null;
+  let shipped: ShippedBinary | null;
   try {
     shipped = (options.npm ?? (() => npmBinary(tool)))();
   } catch (error) {
@@ -167,10 +183,14 @@ function resolveTool(tool: Tool, options: ResolveOptions): ResolvedExecutable {
       error,
     );
   }
-  if (shipped !== null && isExecutableFile(shipped.path)) {
-    return shipped.version === undefined
-      ? { path: shipped.path, source: 'npm' }
-      : { path: shipped.path, source: 'npm', version: shipped.version };
+  if (shipped !== null && isRegularFile(shipped.path)) {
+    const madeExecutable = !isExecutableFile(shipped.path) && makeExecutable(tool, shipped);
+    return {
+      path: shipped.path,
+      source: 'npm',
+      ...(shipped.version === undefined ? {} : { version: shipped.version }),
+      ...(madeExecutable ? { madeExecutable } : {}),
+    };
   }
   throw new ExecutableNotFoundError(
     tool.code,
@@ -178,8 +198,60 @@ function resolveTool(tool: Tool, options: ResolveOptions): ResolvedExecutable {
   );
 }
 
+/**
+ * Adds the execute bits where the read bits are (0644 → 0755) to a shipped binary that is ours,
+ * and answers true; else throws the error that names the file and the fix.
+ */
+function makeExecutable(tool: Tool, shipped: ShippedBinary): true {
+  const { path } = shipped;
+  const mode = modeOf(path);
+  if (shipped.ours) {
+    try {
+      const bits = statSync(path).mode & 0o7777;
+      chmodSync(path, bits | ((bits & 0o444) >> 2));
+    } catch {
+      // not ours after all: explained below
+    }
+    if (isExecutableFile(path)) return true;
+  }
+  throw new ExecutableNotFoundError(
+    tool.code,
+    `${path}, the npm-shipped ${tool.name} fallback, is not executable (mode ${mode}; ` +
+      `installed with --ignore-scripts?): run chmod +x '${path}', or install a system ` +
+      `${tool.name} (or set ${tool.envVar})`,
+    path,
+  );
+}
+
+/** True when `path` lies in a `node_modules` and this process may write it. */
+export function isOwnPackageFile(path: string): boolean {
+  if (!resolve(path).split(sep).includes('node_modules')) return false;
+  try {
+    accessSync(path, constants.W_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function isRegularFile(path: string): boolean {
+  try {
+    return statSync(path).isFile();
+  } catch {
+    return false;
+  }
+}
+
+function modeOf(path: string): string {
+  try {
+    return `0${(statSync(path).mode & 0o777).toString(8)}`;
+  } catch {
+    return 'unknown';
+  }
+}
+
 /** The installer packages throw (sometimes a bare string) on an unsupported platform. */
-function npmBinary(tool: Tool): { path: string; version?: string } | null {
+function npmBinary(tool: Tool): ShippedBinary | null {
   const require = createRequire(import.meta.url);
   let found: unknown;
   try {
@@ -190,5 +262,6 @@ function npmBinary(tool: Tool): { path: string; version?: string } | null {
   }
   const { path, version } = (found ?? {}) as { path?: unknown; version?: unknown };
   if (typeof path !== 'string') return null;
-  return typeof version === 'string' ? { path, version } : { path };
+  const ours = isOwnPackageFile(path);
+  return typeof version === 'string' ? { path, version, ours } : { path, ours };
 }

@@ -103,6 +103,8 @@ export type ParsedProbe =
       readonly hasAudio: boolean;
       /** ffprobe's `format_name` as written (a comma list); absent when it named none. */
       readonly demuxer?: string;
+      /** The audio stream's `codec_name` (what ffmpeg must decode); absent without audio. */
+      readonly codec?: string;
     }
   | { readonly ok: false; readonly reason: 'render_failed'; readonly detail: string };
 
@@ -194,7 +196,14 @@ export function parseProbe(output: string | Uint8Array): ParsedProbe {
   if (size !== undefined) info.size = size;
   const tags = boundedTags(format.tags) ?? boundedTags(audio.tags);
   if (tags !== undefined) info.tags = tags;
-  return { ok: true, info, hasVideo, hasAudio: true, ...demuxer };
+  return {
+    ok: true,
+    info,
+    hasVideo,
+    hasAudio: true,
+    ...demuxer,
+    codec: audio.codec_name as string,
+  };
 }
 
 function hasCodec(stream: Record<string, unknown>): boolean {

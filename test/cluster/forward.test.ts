@@ -151,6 +151,40 @@ describe('forward', () => {
     expect(await hop(good({ nowMs: now - HOP_VALIDITY_MS + 1_000 }))).toBeDefined();
   });
 
+  it('during a key rotation a hop made with any configured pair is believed, and no other', async () => {
+    const seen: IncomingMessage[] = [];
+    const node = await listen((req, res) => {
+      seen.push(req);
+      res.end();
+    });
+    const now = Date.now();
+    const older = hopKey(Buffer.alloc(32, 3), Buffer.from('old salt'));
+    const stranger = hopKey(Buffer.alloc(32, 4), Buffer.from('salt'));
+    const sent = async (key: Uint8Array) => {
+      const value = hopHeader(key, {
+        from: 'node-a',
+        method: 'GET',
+        path: '/p',
+        toUrl: node,
+        nowMs: now,
+      });
+      await get(node, '/p', { headers: { [HOP_HEADER]: value } });
+      return seen.at(-1)!;
+    };
+    const keys = [KEY, older];
+    expect(verifiedHop(await sent(KEY), keys, node, now)).toEqual({
+      from: 'node-a',
+      reservationId: undefined,
+    });
+    expect(verifiedHop(await sent(older), keys, node, now)).toEqual({
+      from: 'node-a',
+      reservationId: undefined,
+    });
+    expect(verifiedHop(await sent(stranger), keys, node, now)).toBeUndefined();
+    // A node that knows only the new pair no longer believes the old one.
+    expect(verifiedHop(await sent(older), [KEY], node, now)).toBeUndefined();
+  });
+
   it('an unreachable peer leaves the response untouched: the caller answers alone', async () => {
     const closed = await listen(() => {});
     const dead = closed;

@@ -43,11 +43,12 @@ function transitionCount(machine: AnyStateMachine): number {
 }
 
 describe('chartModel: every machine', () => {
-  it('covers the ten machines of src/machines', () => {
+  it('covers the eleven machines of src/machines', () => {
     expect(CHART_MACHINES.map((c) => c.machine.id).sort()).toEqual(
       [
         'waitingRoom',
         'registryLink',
+        'delivery',
         'probeCoordinator',
         'probeLimiter',
         'processSupervisor',

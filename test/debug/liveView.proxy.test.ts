@@ -9,6 +9,8 @@
  * - in headless Chromium (skipped only when /usr/bin/chromium is absent) the page, loading
  *   nothing but itself, shows one coordinator `rendering` while a second is `queued`, then
  *   `completed`, then none; a screenshot of the busy moment goes to test-artifacts/;
+ * - each render request is followed as a delivery actor (`streaming`, then gone), and a client
+ *   connecting afterwards sees none: an ended delivery is not kept;
  * - `close()` ends an open stream instead of hanging on it.
  */
 import { mkdir } from 'node:fs/promises';
@@ -63,7 +65,7 @@ describe('live view on a real proxy', () => {
     const charts = (await get(h.metricsUrl, '/debug/actors/charts')).body.toString();
     const ids = (JSON.parse(charts) as { id: string }[]).map((c) => c.id);
     expect(ids).toContain('renderCoordinator');
-    expect(ids).toHaveLength(10);
+    expect(ids).toHaveLength(11);
     for (const id of ids) expect(html).toContain(`"id":"${id}"`);
     const head = await get(h.metricsUrl, '/debug/actors', { method: 'HEAD' });
     expect(head.status).toBe(200);
@@ -136,6 +138,44 @@ describe('live view on a real proxy', () => {
       sse.close();
     }
   });
+
+  it('follows each render request as a delivery actor and forgets it when its response ends', async () => {
+    const sse = await openSse(h.metricsUrl, '/debug/actors/events');
+    try {
+      await sse.waitFor((r) => r.event === 'snapshot');
+      const render = get(h.url, '/insecure/f:opus/t:0:1/cb:delivery/plain/local://stereo.wav');
+      const streaming = await sse.waitFor(
+        (r) => r.event === 'actor' && view(r).chart === 'delivery' && view(r).value === 'streaming',
+      );
+      expect(view(streaming).label).toMatch(/^delivery:sub-\d+$/);
+      expect(view(streaming).active).toContain('delivery.streaming');
+      expect(view(streaming).details.cache).toBe('MISS');
+      expect((await render).status).toBe(200);
+      await sse.waitFor(
+        (r) => r.event === 'gone' && (r.data as { id: string }).id === view(streaming).id,
+      );
+      // Its coordinator lingers a while: wait it out, so the next test starts with none.
+      const coordinator = await sse.waitFor(
+        (r) => r.event === 'actor' && view(r).chart === 'renderCoordinator',
+      );
+      await sse.waitFor(
+        (r) => r.event === 'gone' && (r.data as { id: string }).id === view(coordinator).id,
+        UI_TIMEOUT_MS,
+      );
+    } finally {
+      sse.close();
+    }
+    // Nothing of it is kept: a client arriving now sees no delivery.
+    const later = await openSse(h.metricsUrl, '/debug/actors/events');
+    try {
+      const snap = (await later.waitFor((r) => r.event === 'snapshot')).data as {
+        actors: ActorView[];
+      };
+      expect(snap.actors.filter((a) => a.chart === 'delivery')).toEqual([]);
+    } finally {
+      later.close();
+    }
+  });
 });
 
 describe.skipIf(!present)(`live view in headless Chromium (${CHROMIUM})`, () => {
@@ -172,7 +212,7 @@ describe.skipIf(!present)(`live view in headless Chromium (${CHROMIUM})`, () => 
       await page.waitForSelector('#conn[data-state=open]', { timeout: UI_TIMEOUT_MS });
       await text('sem-held', '0');
       // every chart is drawn, with the idle long-lived actors in their states
-      expect(await page.locator('section.chart').count()).toBe(10);
+      expect(await page.locator('section.chart').count()).toBe(11);
       await page.waitForSelector(
         '[data-chart="semaphore"] [data-state="semaphore.serving"].active',
       );

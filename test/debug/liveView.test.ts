@@ -136,6 +136,24 @@ describe('live view hub', () => {
     latch.stop();
   });
 
+  it('ignores an actor that ended before it was tracked, and forgets short-lived ones that ended unwatched', async () => {
+    rig = await start();
+    const before = createActor(readinessMachine).start();
+    before.stop();
+    rig.view.track(before, 'readiness:before');
+    // many short-lived actors, each tracked before start and stopped: none is kept
+    for (let i = 0; i < 200; i++) {
+      const a = createActor(readinessMachine);
+      rig.view.track(a, `readiness:short${i}`);
+      a.start();
+      a.stop();
+    }
+    const sse = await openSse(rig.url, '/debug/actors/events');
+    const snap = (await sse.waitFor((r) => r.event === 'snapshot')).data as { actors: ActorView[] };
+    expect(snap.actors.map((a) => a.label)).toEqual(['semaphore']);
+    sse.close();
+  });
+
   it('routes only its own paths and methods, and ends streams on close', async () => {
     rig = await start();
     expect((await get(rig.url, '/debug/actors')).status).toBe(200);

@@ -1,5 +1,5 @@
 /**
- * The graph models of the ten charts: for each, the input it is explored with, the sample
+ * The graph models of the eleven charts: for each, the input it is explored with, the sample
  * events (at least one per event type the chart handles), the abstract state the planner and the
  * walks compare, the fake I/O actors it is `provide()`d with, and the charts' unreachable
  * transitions (none may be listed without a reason, and a listed one that a walk reaches fails).
@@ -17,6 +17,7 @@ import {
   fromCallback,
   setup,
 } from 'xstate';
+import { type DeliveryContext, deliveryMachine } from '../../src/machines/delivery.js';
 import { probeCoordinatorMachine } from '../../src/machines/probeCoordinator.js';
 import {
   cloneProbeLimiterSnapshot,
@@ -664,6 +665,56 @@ const registryLink: GraphModel<null> = {
 };
 
 // ---------------------------------------------------------------------------------------------
+// delivery: one request's answer; the subscribe call, the coordinator, the response and the
+// adapter's answers are all events. Cluster mode (a full queue may be handed off) or not.
+
+const DELIVERY_DEADLINE_MS = 5_000;
+
+function delivery(canHandOff: boolean): GraphModel<null> {
+  return {
+    name: 'delivery',
+    variant: `${canHandOff ? 'cluster mode' : 'one node'}, ${DELIVERY_DEADLINE_MS / 1000} s consumer deadline`,
+    machine: deliveryMachine,
+    provide: () => deliveryMachine,
+    env: () => null,
+    input: () => ({
+      key: 'f:mp3/local://music.flac',
+      deadlineMs: DELIVERY_DEADLINE_MS,
+      canHandOff,
+    }),
+    events: (s) =>
+      samples(s, {
+        subscribed: [
+          { type: 'subscribed', cache: 'MISS', started: false, backlog: Buffer.alloc(0) },
+          { type: 'subscribed', cache: 'MISS', started: true, backlog: Buffer.alloc(0) },
+          { type: 'subscribed', cache: 'COALESCED', started: true, backlog: Buffer.from('ab') },
+        ],
+        refused: [
+          { type: 'refused', failure: { class: 'queue_full', retryAfterS: 3 } },
+          { type: 'refused', failure: { class: 'render_failed' } },
+        ],
+        rendering: [{ type: 'rendering' }],
+        chunk: [
+          { type: 'chunk', data: Buffer.from('abc') },
+          { type: 'chunk', data: Buffer.alloc(0) },
+        ],
+        done: [{ type: 'done', info: { exitStatus: 0, bytes: 3 } }],
+        error: [{ type: 'error', failure: { class: 'render_failed', exitStatus: 1 } }],
+        shutdown: [{ type: 'shutdown', failure: { class: 'cancelled' } }],
+        'client.gone': [{ type: 'client.gone' }],
+        retryAfter: [{ type: 'retryAfter', retryAfterS: 4 }],
+        'handOff.relayed': [{ type: 'handOff.relayed' }],
+        'handOff.refused': [{ type: 'handOff.refused', retryAfterS: 5 }],
+        fault: [{ type: 'fault' }],
+      }),
+    serialize: (s) => {
+      const c = s.context as DeliveryContext;
+      return json([s.value, c.cache, c.bytes > 0, c.failure?.class ?? null, c.outcome]);
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
 
 export const MODELS: Readonly<Record<string, readonly GraphModel<any>[]>> = {
   semaphore: [semaphore],
@@ -676,6 +727,7 @@ export const MODELS: Readonly<Record<string, readonly GraphModel<any>[]>> = {
   waitingRoom: [waitingRoom(2, 1, 0), waitingRoom(1, 1, 1_000)],
   tee: [tee],
   registryLink: [registryLink],
+  delivery: [delivery(false), delivery(true)],
 };
 
 /**

@@ -64,6 +64,17 @@ const CONTRACT: [Failure, number, string, string, string][] = [
   [{ type: 'render_failed' }, 500, 'render_failed', 'Render failed', 'no-store'],
   [{ type: 'probe_failed' }, 500, 'probe_failed', 'Probe failed', 'no-store'],
   [
+    {
+      type: 'unsupported_option',
+      message:
+        'enhance:voice needs the ffmpeg filter "deesser", which this server\'s ffmpeg does not have',
+    },
+    501,
+    'unsupported_option',
+    'enhance:voice needs the ffmpeg filter "deesser", which this server\'s ffmpeg does not have',
+    'max-age=60',
+  ],
+  [
     { type: 'not_configured' },
     500,
     'not_configured',
@@ -133,11 +144,12 @@ describe('errorResponse', () => {
     expect(errorResponse({ type: 'queue_full', retryAfterS }).headers['retry-after']).toBe(header);
   });
 
-  it('429 needs a finite estimate, 422 needs a message', () => {
+  it('429 needs a finite estimate, 422 and 501 need a message', () => {
     expect(() =>
       errorResponse({ type: 'queue_full', retryAfterS: Number.POSITIVE_INFINITY }),
     ).toThrow(TypeError);
     expect(() => errorResponse({ type: 'invalid_options', message: '' })).toThrow(TypeError);
+    expect(() => errorResponse({ type: 'unsupported_option', message: '' })).toThrow(TypeError);
   });
 
   it('only 416, 429 and 503 carry an extra header', () => {
@@ -168,7 +180,9 @@ describe('ERROR_TABLE', () => {
       const row = ERROR_TABLE.find((r) => r.type === failure.type && r.scope === scope);
       expect(row, JSON.stringify(failure)).toBeDefined();
       expect(row).toMatchObject({ status, error, cacheControl });
-      if (failure.type !== 'invalid_options') expect(row!.message).toBe(message);
+      if (failure.type !== 'invalid_options' && failure.type !== 'unsupported_option') {
+        expect(row!.message).toBe(message);
+      }
     }
   });
 

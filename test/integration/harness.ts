@@ -1,12 +1,14 @@
 /**
  * A real proxy on loopback port 0 over the generated fixtures, with an ffmpeg wrapper that
  * records every spawn (its pid, then `exec`s the real binary, so the pid is ffmpeg's own) and
- * helpers to fetch, count processes and check that none survive.
+ * helpers to fetch, count processes and check that none survive. The boot's capability listings
+ * (`ffmpeg -filters` …, see src/workers/capabilities.ts) are recorded apart, and answered by a
+ * real ffmpeg even when the target is a fake: a fault script stands in for renders, not for that.
  */
 import { chmod, mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { expect } from 'vitest';
 import { loadConfig, type MutableConfigProvider, mutableConfig } from '../../src/config/index.js';
 import { type AudioProxy, createAudioProxy } from '../../src/proxy.js';
@@ -21,8 +23,10 @@ export interface Harness {
   readonly metricsUrl: string;
   readonly config: MutableConfigProvider;
   readonly fixtures: AudioFixtures;
-  /** pids of every ffmpeg the proxy spawned, in order */
+  /** pids of every ffmpeg the proxy spawned, in order (its capability listings apart) */
   spawns(): Promise<number[]>;
+  /** pids of the capability listings the proxy's boot spawned */
+  listings(): Promise<number[]>;
   close(): Promise<void>;
 }
 
@@ -35,24 +39,46 @@ export function isAlive(pid: number): boolean {
   return isAliveOs(pid);
 }
 
-/** A wrapper that logs its pid and execs `target` (real ffmpeg, or a fault script). */
-export async function spawnLogger(target: string, args: readonly string[] = []) {
+/**
+ * A wrapper that logs its pid and execs `target` (real ffmpeg, or a fault script). A capability
+ * listing (`-filters`, `-encoders`, `-decoders`, `-formats`) is logged apart and execs `lister`
+ * (default: `target`) without the fixed `args`.
+ */
+export async function spawnLogger(
+  target: string,
+  args: readonly string[] = [],
+  lister: string = target,
+) {
   const dir = await mkdtemp(join(tmpdir(), 'ap-spawns-'));
   const log = join(dir, 'spawns.log');
+  const listings = join(dir, 'listings.log');
   const script = join(dir, 'ffmpeg');
   const fixed = args.map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
-  await writeFile(script, `#!/bin/sh\necho "$$" >> '${log}'\nexec '${target}' ${fixed} "$@"\n`);
+  await writeFile(
+    script,
+    [
+      '#!/bin/sh',
+      'case "$1" in',
+      `  -filters|-encoders|-decoders|-formats) echo "$$" >> '${listings}'; exec '${lister}' "$@" ;;`,
+      'esac',
+      `echo "$$" >> '${log}'`,
+      `exec '${target}' ${fixed} "$@"`,
+      '',
+    ].join('\n'),
+  );
   await chmod(script, 0o755);
   await writeFile(log, '');
+  await writeFile(listings, '');
+  const pidsOf = async (file: string) =>
+    (await readFile(file, 'utf8'))
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => Number(l));
   return {
     path: script,
-    async pids() {
-      const text = await readFile(log, 'utf8');
-      return text
-        .split('\n')
-        .filter(Boolean)
-        .map((l) => Number(l));
-    },
+    pids: () => pidsOf(log),
+    /** pids of the capability listings (four at each boot that read them). */
+    listings: () => pidsOf(listings),
   };
 }
 
@@ -69,7 +95,10 @@ export async function startHarness(
 ): Promise<Harness> {
   const fixtures = await makeFixtures();
   const realFfmpeg = resolveFfmpeg({ env: process.env }).path;
-  const logger = await spawnLogger(opts.ffmpegTarget ?? realFfmpeg, opts.ffmpegArgs ?? []);
+  const target = opts.ffmpegTarget ?? realFfmpeg;
+  // A target not named `ffmpeg` is a fault script: a real ffmpeg lists the capabilities.
+  const lister = basename(target) === 'ffmpeg' ? target : realFfmpeg;
+  const logger = await spawnLogger(target, opts.ffmpegArgs ?? [], lister);
   const config = mutableConfig(
     loadConfig({
       AP_LOCAL_ROOT: fixtures.dir,
@@ -99,6 +128,7 @@ export async function startHarness(
     config,
     fixtures,
     spawns: () => logger.pids(),
+    listings: () => logger.listings(),
     close: () => proxy.close(),
   };
 }

@@ -9,8 +9,9 @@
  *   `audio_proxy_internal_errors_total`. (A source with more channels than the encoders take may
  *   also be refused earlier, as a 415: then nothing was admitted at all.)
  * - **Nothing outlives its render.** Every coordinator, and the backlog it held, is collected
- *   once it has stopped: a `FinalizationRegistry` witness over the coordinators the proxy
- *   created (seen through its `inspect` option) and over their backlog arrays.
+ *   once it has stopped, and so is each request's delivery actor: a `FinalizationRegistry`
+ *   witness over the coordinators and deliveries the proxy created (seen through its `inspect`
+ *   option) and over the coordinators' backlog arrays.
  */
 import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
@@ -176,7 +177,7 @@ describe('nothing outlives its render', () => {
     expect(hit.body.length).toBe(BLOCKS * BLOCK);
   }, 60_000);
 
-  it('every coordinator and its backlog are collected after their linger', async () => {
+  it('every coordinator, its backlog and every delivery are collected after their linger', async () => {
     const gc = exposeGc();
     const collected = new Set<string>();
     const witness = new FinalizationRegistry<string>((tag) => collected.add(tag));
@@ -184,7 +185,14 @@ describe('nothing outlives its render', () => {
     const tags: string[] = [];
     const inspect = (event: InspectionEvent) => {
       const actor = event.actorRef as AnyActorRef & { logic?: { id?: string } };
-      if (actor.logic?.id !== 'renderCoordinator' || event.type !== '@xstate.snapshot') return;
+      if (event.type !== '@xstate.snapshot') return;
+      if (actor.logic?.id === 'delivery' && !seen.has(actor)) {
+        // each request's delivery actor, too, is gone once its response ended
+        seen.add(actor);
+        tags.push(`delivery ${actor.id}`);
+        witness.register(actor, `delivery ${actor.id}`);
+      }
+      if (actor.logic?.id !== 'renderCoordinator') return;
       const backlog = (event.snapshot as { context?: { backlog?: unknown[] } }).context?.backlog;
       if (!seen.has(actor)) {
         seen.add(actor);
@@ -209,6 +217,7 @@ describe('nothing outlives its render', () => {
     await waitFor(() => h!.proxy.renders.live === 0, 10_000);
     expect(tags.filter((t) => t.startsWith('coordinator'))).toHaveLength(N);
     expect(tags.filter((t) => t.startsWith('backlog'))).toHaveLength(N);
+    expect(tags.filter((t) => t.startsWith('delivery'))).toHaveLength(N);
     const deadline = Date.now() + 15_000;
     while (collected.size < tags.length && Date.now() < deadline) {
       gc();

@@ -305,6 +305,11 @@ describe('/health, /ready and /metrics', () => {
     expect(text).toContain('audio_proxy_render_slots_capacity 2');
     expect(text).toContain('# TYPE audio_proxy_renders_total counter');
     expect(text).toMatch(/audio_proxy_cache_lookups_total\{format="opus",outcome="coalesced"\} 19/);
+    // the standard process and runtime metrics, under their usual names
+    expect(text).toMatch(/^process_cpu_seconds_total \d/m);
+    expect(text).toMatch(/^process_resident_memory_bytes \d/m);
+    expect(text).toContain('# TYPE nodejs_eventloop_lag_seconds gauge');
+    expect(text).toContain('# TYPE nodejs_gc_duration_seconds histogram');
   });
 
   it('leaves nothing running: no slot held, no coordinator, no ffmpeg alive', async () => {

@@ -4,7 +4,10 @@
  * bytes for every format and for peaks, with no new ffmpeg spawn; Range gives 206/416 on a HIT
  * and HEAD mirrors it; a HIT survives deletion of its source; a render whose client left still
  * lands in the store; redirect mode answers a 302 whose Location fetches the variant; and
- * stopping the server mid-render leaves no partial object (file and S3).
+ * stopping the server mid-render leaves no partial object (file and S3). A bounded file store
+ * evicts its least recently used variant (a MISS again, same ETag and bytes) and /metrics
+ * counts it; a variant over the bound reaches its client whole, is not kept, and is counted
+ * as such, not as a write failure.
  *
  * Written against the store seams (`proxy.store`): every test skips itself while the proxy does
  * not expose a store yet, and runs unchanged once it does.
@@ -163,6 +166,83 @@ describe('file store, proxy mode: peaks', () => {
       await secondIsHit(h, `/insecure/${options}/t:0:2/plain/local://stereo.wav`);
     });
   }
+});
+
+describe('file store with a bound (AP_VARIANT_STORE_MAX_BYTES)', () => {
+  let h: Harness;
+  let root: string;
+  const MAX = 1024 * 1024;
+
+  beforeAll(async () => {
+    root = await mkdtemp(join(tmpdir(), 'ap-itest-bounded-'));
+    // No hot cache: an evicted variant must come from disk or not at all.
+    h = await startHarness({
+      AP_VARIANT_STORE: `file://${root}`,
+      AP_VARIANT_STORE_MAX_BYTES: String(MAX),
+      AP_SERVE_MODE: 'proxy',
+      AP_HIT_CACHE_BYTES: '0',
+    });
+  });
+  afterAll(async () => {
+    await h.close();
+    await rm(root, { recursive: true, force: true });
+  });
+
+  /** Renders and stores `path`, and waits until the store's index has recorded the commit (a
+   *  moment after the rename makes it visible), so the recency the test sets up is the store's. */
+  const renderAndIndex = async (path: string) => {
+    const stored = await renderAndStore(h, path);
+    const store = storeOf(h) as FileVariantStore;
+    await waitFor(async () => store.heldKeys().includes(stored.key), 5_000);
+    return stored;
+  };
+
+  const metric = async (name: string) => {
+    const { body } = await h.proxy.metrics.expose();
+    const m = new RegExp(`^${name} (\\S+)$`, 'm').exec(body);
+    return m ? Number(m[1]) : undefined;
+  };
+
+  it('evicts the least recently used variant, which is a MISS again; /metrics counts it', async (ctx) => {
+    if (!storeOf(h)) ctx.skip();
+    // Three 2 s stereo wavs (~353 kB each): two fit in 1 MiB, the third evicts the older one.
+    const path = (cb: string) => `/insecure/f:wav/t:0:2/cb:${cb}/plain/local://stereo.wav`;
+    const a = await renderAndIndex(path('a'));
+    const b = await renderAndIndex(path('b'));
+    expect((await get(h.url, path('a'))).headers['x-audio-proxy']).toBe('HIT'); // a is now recent
+    const c = await renderAndIndex(path('c'));
+    expect(await storeOf(h)!.head(b.key)).toBeUndefined();
+    expect(await storeOf(h)!.head(a.key)).toBeDefined();
+    expect(await storeOf(h)!.head(c.key)).toBeDefined();
+    expect(await metric('audio_proxy_variant_store_evictions_total')).toBe(1);
+    const held = await metric('audio_proxy_variant_store_bytes');
+    expect(held).toBeLessThanOrEqual(MAX);
+    expect(held).toBeGreaterThan(2 * a.first.body.length);
+    expect(await metric('audio_proxy_variant_store_max_bytes')).toBe(MAX);
+    expect(await metric('audio_proxy_variant_store_variants')).toBe(2);
+    const again = await get(h.url, path('b'));
+    expect(again.headers['x-audio-proxy']).not.toBe('HIT');
+    expect(again.headers.etag).toBe(b.first.headers.etag);
+    expect(again.body.equals(b.first.body)).toBe(true);
+  });
+
+  it('a variant larger than the bound reaches its client whole and is not kept, nor a write failure', async (ctx) => {
+    if (!storeOf(h)) ctx.skip();
+    const long = await longSource(h.fixtures.dir); // 40 s stereo wav: ~7 MB
+    const path = `/insecure/f:wav/cb:huge/plain/local://${long}`;
+    const res = await get(h.url, path);
+    expect(res.status).toBe(200);
+    expect(res.body.length).toBeGreaterThan(MAX);
+    expect(res.body.length).toBe(Number(res.headers['content-length'] ?? res.body.length));
+    await waitFor(
+      async () => (await metric('audio_proxy_variant_store_oversize_total')) === 1,
+      15_000,
+    );
+    expect(await storeOf(h)!.head(keyOf(res.headers.etag))).toBeUndefined();
+    expect(await metric('audio_proxy_variant_store_write_failures_total')).toBe(0);
+    expect(await new FileVariantStore({ root }).staging()).toEqual([]);
+    expect((await get(h.url, path)).headers['x-audio-proxy']).not.toBe('HIT');
+  });
 });
 
 describe('stopping the server mid-render leaves no partial object', () => {

@@ -1,7 +1,8 @@
 // The probe gate's verdicts: a finished ffprobe becomes the /info body and the media facts, a
 // refusal shared like a result (undecodable bytes, including an ffprobe that exited with a status
 // of its own, video, over AP_MAX_SRC_BYTES while opening), or a ProbeError (an Error, never a
-// plain object) whose class the ProbeCoordinator's `toFailure` reads back unchanged.
+// plain object) whose class the ProbeCoordinator's `toFailure` reads back unchanged; a source the
+// render's ffmpeg cannot demux or decode (its listing, read at boot) is undecodable too.
 import { describe, expect, it } from 'vitest';
 import { createActor, toPromise } from 'xstate';
 import { loadConfig, staticConfig } from '../../src/config/index.js';
@@ -9,6 +10,7 @@ import type { OpenOutcome, ResolvedSource } from '../../src/core/source.js';
 import type { ProbeTaskOutcome } from '../../src/core/worker.js';
 import { toFailure } from '../../src/machines/probeCoordinator.js';
 import { judgeProbe, ProbeError, probeLogic } from '../../src/services/probeGate.js';
+import { EncoderCapabilities, readCapabilities } from '../../src/workers/capabilities.js';
 import type { WorkerPool } from '../../src/workers/pool.js';
 
 const ok = (doc: unknown): ProbeTaskOutcome => ({
@@ -65,6 +67,27 @@ describe('judgeProbe', () => {
       streams: [...wav.streams, { codec_type: 'video', codec_name: 'h264' }],
     };
     expect(judgeProbe(ok(video))).toEqual({ ok: false, refusal: 'video_source' });
+  });
+
+  it('refuses as undecodable what the render’s ffmpeg cannot demux or decode', async () => {
+    const read = await readCapabilities('/usr/bin/ffmpeg');
+    if (!read.ok) throw new Error(read.reason);
+    const without = (kind: 'demuxers' | 'decoders', name: string) => {
+      const set = new Set(read.listing[kind]);
+      set.delete(name);
+      return new EncoderCapabilities({ ok: true, listing: { ...read.listing, [kind]: set } });
+    };
+    expect(judgeProbe(ok(wav), new EncoderCapabilities(read))).toMatchObject({ ok: true });
+    for (const capabilities of [without('demuxers', 'wav'), without('decoders', 'pcm_s16le')]) {
+      expect(judgeProbe(ok(wav), capabilities)).toEqual({
+        ok: false,
+        refusal: 'undecodable_source',
+      });
+    }
+    // What the gate asks: ffprobe's format_name and the audio stream's codec.
+    const asked: unknown[] = [];
+    judgeProbe(ok(wav), { canRead: (source) => asked.push(source) > 0 });
+    expect(asked).toEqual([expect.objectContaining({ demuxer: 'wav', codec: 'pcm_s16le' })]);
   });
 
   it('throws a ProbeError for every other failure, with the class waiters are told', () => {

@@ -2,15 +2,17 @@
  * ffmpeg/ffprobe resolution: the env variable wins and is never second-guessed, then PATH (in
  * order), then the npm-shipped binaries; an unusable binary is a coded error; resolution runs
  * nothing (a PATH binary that records its own execution is never run). `ffmpegVersion` reads the
- * real banner of Debian's and the npm build's ffmpeg, spawning once per path.
+ * real banner of Debian's and the npm build's ffmpeg, spawning once per path. A shipped binary
+ * left without its execute bit is made executable when it is ours, else explained.
  */
-import { chmod, mkdir, mkdtemp, stat, writeFile } from 'node:fs/promises';
+import { chmod, copyFile, mkdir, mkdtemp, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import {
   ExecutableNotFoundError,
   ffmpegVersion,
+  isOwnPackageFile,
   resolveFfmpeg,
   resolveFfprobe,
   whichOnPath,
@@ -130,6 +132,73 @@ describe('resolveFfmpeg / resolveFfprobe', () => {
     expect(resolveFfmpeg({ env: {}, which }).path).toBe(join(fakeBin, 'ffmpeg'));
     expect(asked).toEqual(['ffmpeg']);
     expect(await stat(marker).catch(() => null)).toBeNull();
+  });
+});
+
+describe('a shipped binary without its execute bit (npm --ignore-scripts)', () => {
+  const nonExecutableCopy = async (name: string) => {
+    const copy = join(await mkdtemp(join(tmpdir(), `ffmpeg-${name}-`)), 'ffmpeg');
+    await copyFile(NPM_FFMPEG, copy);
+    await chmod(copy, 0o644);
+    return copy;
+  };
+
+  it('is made executable when it is ours, and says so', async () => {
+    const copy = await nonExecutableCopy('ours');
+    const resolved = resolveFfmpeg({
+      env: { PATH: '' },
+      npm: () => ({ path: copy, version: '20181210-g0e8eb07980', ours: true }),
+    });
+    expect(resolved).toEqual({
+      path: copy,
+      source: 'npm',
+      version: '20181210-g0e8eb07980',
+      madeExecutable: true,
+    });
+    expect((await stat(copy)).mode & 0o777).toBe(0o755);
+    expect(await ffmpegVersion(copy)).toMatch(/^ffmpeg version N-47683/);
+    // Once fixed, it is simply executable.
+    expect(resolveFfmpeg({ env: { PATH: '' }, npm: () => ({ path: copy, ours: true }) })).toEqual({
+      path: copy,
+      source: 'npm',
+    });
+  });
+
+  it('is explained, naming the file and the fix, when it is not ours', async () => {
+    const copy = await nonExecutableCopy('theirs');
+    const failure = expectNotFound(
+      () => resolveFfprobe({ env: {}, npm: () => ({ path: copy, ours: false }) }),
+      'ffprobe_not_found',
+      copy,
+    );
+    expect(failure.message).toBe(
+      `${copy}, the npm-shipped ffprobe fallback, is not executable (mode 0644; installed with ` +
+        `--ignore-scripts?): run chmod +x '${copy}', or install a system ffprobe (or set AP_FFPROBE_PATH)`,
+    );
+    expect((await stat(copy)).mode & 0o777).toBe(0o644);
+  });
+
+  it('is ours only inside a node_modules this process may write', async () => {
+    const root = await mkdtemp(join(tmpdir(), 'ffmpeg-own-'));
+    const inPackage = join(root, 'node_modules', '@ffmpeg-installer', 'linux-x64', 'ffmpeg');
+    await mkdir(join(inPackage, '..'), { recursive: true });
+    await writeFile(inPackage, '');
+    await writeFile(join(root, 'ffmpeg'), '');
+    expect(isOwnPackageFile(inPackage)).toBe(true);
+    expect(isOwnPackageFile(join(root, 'ffmpeg'))).toBe(false);
+    expect(isOwnPackageFile(join(root, 'node_modules', 'absent'))).toBe(false);
+  });
+
+  it('an explicit path is never changed: the error says it is not executable, and the fix', () => {
+    const probe = join(fakeBin, 'ffprobe');
+    const failure = expectNotFound(
+      () => resolveFfprobe({ env: { AP_FFPROBE_PATH: probe } }),
+      'ffprobe_not_found',
+      probe,
+    );
+    expect(failure.message).toBe(
+      `AP_FFPROBE_PATH=${probe} is not executable (mode 0644): chmod +x '${probe}'`,
+    );
   });
 });
 

@@ -67,6 +67,7 @@ describe('parseProbe', () => {
       hasAudio: true,
       hasVideo: false,
       demuxer: 'wav',
+      codec: 'pcm_s16le',
       info: {
         format: 'wav',
         duration: 3.5,

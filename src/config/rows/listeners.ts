@@ -6,14 +6,20 @@
  * - **`AP_PORT` wins over `PORT`**; `PORT` is consulted, and checked, only when `AP_PORT` is
  *   unset, so a platform's stray `PORT` never fails a boot that names its own port. The `port`
  *   field is the effective listener port; `apPort` is `AP_PORT`'s own value.
- * - **The key and salt are never echoed** (`hex` shows neither), and are decoded into private,
- *   unpooled Buffers.
+ * - **The keys and salts are never echoed** (`hexList` shows none), and are decoded into
+ *   private, unpooled Buffers.
+ * - **Rotation is imgproxy's model**: `AP_KEY` and `AP_SALT` may each list several values,
+ *   comma-separated, paired by position (`signingKeys`). The first pair signs (`Config.key`,
+ *   `Config.salt`); every pair verifies (`Config.rotatedKeys` holds the others). A single value
+ *   reads exactly as before. Unequal counts are refused (`cross.ts`).
  */
 import { DEFAULT_BIND, DEFAULT_PORT, MIN_KEY_BYTES } from '../defaults.js';
 import type { Ledger } from '../fold.js';
-import { boolean, hex, integer, ipLiteral } from '../parsers.js';
+import { boolean, hexList, integer, ipLiteral } from '../parsers.js';
+import type { Fields } from '../row.js';
 import { row, SECTIONS } from '../row.js';
 import { RULE } from '../rules.js';
+import type { SigningPair } from '../types.js';
 
 const section = SECTIONS.listen;
 
@@ -47,21 +53,21 @@ export const LISTENER_ROWS = [
   }),
   row({
     name: 'AP_KEY',
-    field: 'key',
+    field: 'keys',
     section,
     default: 'unset: every signed request is a 401',
-    rule: RULE.key,
-    doc: 'HMAC-SHA256 key that signs URLs. Never echoed in an error.',
-    read: (v) => hex(v, MIN_KEY_BYTES),
+    rule: RULE.keys,
+    doc: 'HMAC-SHA256 key that signs URLs. Several (key rotation, paired with `AP_SALT` by position): the first signs (`audio-proxy sign`, cluster hops), every pair verifies. Never echoed in an error.',
+    read: (v) => hexList(v, MIN_KEY_BYTES),
   }),
   row({
     name: 'AP_SALT',
-    field: 'salt',
+    field: 'salts',
     section,
     default: 'unset: every signed request is a 401',
-    rule: RULE.hex,
-    doc: 'Bytes prepended to the path before signing. Never echoed in an error.',
-    read: (v) => hex(v, 0),
+    rule: RULE.salts,
+    doc: 'Bytes prepended to the path before signing; one per `AP_KEY` entry, in the same order. Never echoed in an error.',
+    read: (v) => hexList(v, 0),
   }),
   row({
     name: 'AP_ALLOW_INSECURE',
@@ -79,4 +85,28 @@ export function listenerPortSource(ld: Ledger): string {
   if (ld.isSet('apPort')) return ld.nameOf('apPort');
   if (ld.isSet('port')) return ld.nameOf('port');
   return 'the default';
+}
+
+/** The signing material `Config` carries, paired from the two lists (checked equal by `cross.ts`). */
+export interface SigningKeys {
+  /** The first pair's key: the one that signs. */
+  readonly key: Buffer | undefined;
+  readonly salt: Buffer | undefined;
+  /** The other pairs, in order: they verify and never sign. */
+  readonly rotatedKeys: readonly SigningPair[];
+}
+
+/**
+ * Pairs `AP_KEY`'s entries with `AP_SALT`'s by position. With either unset (or unequal counts,
+ * already a problem) there are no rotated pairs, and nothing verifies without both.
+ */
+export function signingKeys(f: Pick<Fields, 'keys' | 'salts'>): SigningKeys {
+  const { keys, salts } = f;
+  const key = keys?.[0];
+  const salt = salts?.[0];
+  if (keys === undefined || salts === undefined || keys.length !== salts.length) {
+    return { key, salt, rotatedKeys: [] };
+  }
+  const rotatedKeys = keys.slice(1).map((k, i) => ({ key: k, salt: salts[i + 1]! }));
+  return { key, salt, rotatedKeys };
 }

@@ -1,6 +1,7 @@
 /**
  * Rows of the variant store and of how a cache hit is served: the store URL (`file://` or
- * `s3://`), the serve mode, the presigned URL lifetime and the in-memory HIT cache bound.
+ * `s3://`), a `file://` store's size bound, the serve mode, the presigned URL lifetime and the
+ * in-memory HIT cache bound.
  *
  * ## Invariants
  * - **A `file://` store is proved writable by the write the store performs**: a probe file
@@ -9,6 +10,8 @@
  * - **An `s3://` store names a bucket and nothing else** (no path, prefix, port, query,
  *   fragment or userinfo), with S3's own length bounds.
  * - **No credential is echoed**: a store URL with userinfo is refused without being shown.
+ * - **A size bound bounds a `file://` store only**: set without a store, or with an `s3://` one,
+ *   it is refused (a bucket is bounded by its lifecycle rules); `0` is unbounded.
  *
  * ## Races
  * - **Two nodes booting on one `file://` store.** Probe names carry the pid and a 48-bit random
@@ -26,6 +29,7 @@ import {
   BUCKET_NAME_MIN_CHARS,
   DEFAULT_HIT_CACHE_BYTES,
   DEFAULT_PRESIGN_TTL_S,
+  MIN_VARIANT_STORE_MAX_BYTES,
   RANDOM_ID_RANGE,
   SERVE_MODES,
 } from '../defaults.js';
@@ -45,6 +49,15 @@ export const STORE_ROWS = [
     rule: `${RULE.store}. \`file://\`: an existing directory, not \`/\`, no query or fragment (\`file://host/…\` is refused with a three-slashes hint; \`file://localhost/…\` is the local host), proved writable by creating and removing \`<root>/tmp/.boot-probe-…\`. \`s3://\`: a bucket of ${BUCKET_NAME_MIN_CHARS}–${BUCKET_NAME_MAX_CHARS} characters, no path or prefix, query, fragment, userinfo or port; S3 credentials required`,
     doc: 'Where rendered variants are cached. The live write probe of an `s3://` store runs when the store starts.',
     read: (v) => variantStore(v),
+  }),
+  row({
+    name: 'AP_VARIANT_STORE_MAX_BYTES',
+    field: 'variantStoreMaxBytes',
+    section,
+    default: '`0`: unbounded, as before',
+    rule: `${RULE.nonNegative}: \`0\`, or at least ${MIN_VARIANT_STORE_MAX_BYTES} (1 MiB); only with a \`file://\` \`AP_VARIANT_STORE\``,
+    doc: 'Bytes a `file://` store may keep (data and metadata files; staging aside). Past it, each commit first evicts the least recently used variants (never one being read); a variant larger than the whole bound is not kept. Read at boot, which scans the directory. See docs/operations.md, "Bounding a file store".',
+    read: (v) => variantStoreMaxBytes(v),
   }),
   row({
     name: 'AP_SERVE_MODE',
@@ -74,6 +87,31 @@ export const STORE_ROWS = [
     read: (v) => integer(v, DEFAULT_HIT_CACHE_BYTES, 'nonNegative'),
   }),
 ] as const;
+
+function variantStoreMaxBytes(v: Reading): number {
+  const { name, raw } = v;
+  const n = integer(v, 0, 'nonNegative');
+  if (raw === undefined || n === 0 || !v.ok('variantStoreMaxBytes')) return n;
+  if (n < MIN_VARIANT_STORE_MAX_BYTES) {
+    v.fail(
+      `${name} must be 0 (unbounded) or at least ${MIN_VARIANT_STORE_MAX_BYTES} (1 MiB), got ${show(raw)}: it counts bytes (10 GiB is 10737418240)`,
+    );
+    return 0;
+  }
+  if (!v.ok('variantStore')) return n; // the store's own problem is reported already
+  const store = v.get('variantStore');
+  if (store === undefined) {
+    v.fail(`${name} bounds a file:// AP_VARIANT_STORE, and AP_VARIANT_STORE is not set`);
+    return 0;
+  }
+  if (store.kind === 's3') {
+    v.fail(
+      `${name} bounds a file:// store only; s3://${store.bucket} is bounded by the bucket's own lifecycle rules (expire variants after N days), not by the proxy`,
+    );
+    return 0;
+  }
+  return n;
+}
 
 function variantStore(v: Reading): VariantStoreConfig | undefined {
   const { name, raw } = v;

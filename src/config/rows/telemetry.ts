@@ -1,6 +1,7 @@
 /**
- * Rows of observability and CORS: the log level, the access log, the `/metrics` listener's
- * address and port, and the `Access-Control-Allow-Origin` the main listener answers with.
+ * Rows of observability and CORS: the log level and format, the access log, the `/metrics`
+ * listener's address and port, and the `Access-Control-Allow-Origin` the main listener answers
+ * with.
  *
  * ## Invariants
  * - **The scrape endpoint is unsigned, so its bind is its access control**: loopback by default,
@@ -10,7 +11,12 @@
  *
  * Not here: that the metrics port differs from the listener port (`cross.ts`).
  */
-import { DEFAULT_METRICS_BIND, DEFAULT_METRICS_PORT, LOG_LEVELS } from '../defaults.js';
+import {
+  DEFAULT_METRICS_BIND,
+  DEFAULT_METRICS_PORT,
+  LOG_FORMATS,
+  LOG_LEVELS,
+} from '../defaults.js';
 import { boolean, enumeration, integer, ipLiteral, origin } from '../parsers.js';
 import { row, SECTIONS } from '../row.js';
 import { RULE } from '../rules.js';
@@ -26,6 +32,15 @@ export const TELEMETRY_ROWS = [
     rule: RULE.enum(LOG_LEVELS),
     doc: 'Least severe level that is logged.',
     read: (v) => enumeration(v, LOG_LEVELS, 'info'),
+  }),
+  row({
+    name: 'AP_LOG_FORMAT',
+    field: 'logFormat',
+    section,
+    default: '`auto`',
+    rule: RULE.enum(LOG_FORMATS),
+    doc: '`json`: one JSON object per line (pino). `pretty`: one human-readable line per record (pino-pretty). `auto`: pretty when the CLI writes to a terminal, JSON otherwise; a proxy embedded with its default logger never looks at the terminal, so `auto` is JSON there.',
+    read: (v) => enumeration(v, LOG_FORMATS, 'auto'),
   }),
   row({
     name: 'AP_ACCESS_LOG',
