@@ -32,7 +32,15 @@ import { SessionCookies } from './roomAccess.js';
 import type { HandlerObservers, HandlerServices } from './services.js';
 import type { TurnBudget } from './turns.js';
 
-export type Endpoint = 'render' | 'info' | 'health' | 'ready' | 'metrics' | 'preflight' | 'unknown';
+export type Endpoint =
+  | 'render'
+  | 'info'
+  | 'purge'
+  | 'health'
+  | 'ready'
+  | 'metrics'
+  | 'preflight'
+  | 'unknown';
 
 /** A stopping node's Retry-After: another node (or this one restarted) can answer at once. */
 export const SHUTTING_DOWN_RETRY_AFTER_S = 1;

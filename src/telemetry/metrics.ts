@@ -40,7 +40,16 @@ const OUTCOMES = new Set([
 ]);
 const LOOKUPS = new Set(['hit', 'miss', 'coalesced']);
 const STAGES = new Set<string>(INTERNAL_ERROR_STAGES);
-const ENDPOINTS = new Set(['render', 'info', 'health', 'ready', 'metrics', 'preflight', 'unknown']);
+const ENDPOINTS = new Set([
+  'render',
+  'info',
+  'purge',
+  'health',
+  'ready',
+  'metrics',
+  'preflight',
+  'unknown',
+]);
 
 const closed = (set: Set<string>, value: unknown) =>
   typeof value === 'string' && set.has(value) ? value : 'unknown';
