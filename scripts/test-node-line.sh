@@ -8,14 +8,16 @@
 # That is sound because every native addon in the tree is N-API (sockopt, rolldown, lightningcss,
 # @napi-rs/nice): one binary serves every ABI, nothing is rebuilt per line.
 #
-# Parts (the main `npm test` covers everything on the main line; these check the other lines):
-# - slice: what a Node upgrade can break, ~2/3 of the suite's time: `engines`, the examples, the
-#   packed tarball's consumers, the CLI, every state chart and actor, the HTTP/source/service/
-#   store units, the worker pool (worker_threads, loader hooks), the render, store, fault and
-#   remote integrations, the cluster client on a real redis, process lifecycle, binding,
-#   inspector, live view in Chromium.
-# - smoke: `engines`, the package's consumers (ESM, require(esm), TypeScript, its CLI), the
-#   examples, charts, actors, worker pool and process lifecycle only (~1/4 of the suite's time).
+# Parts (the main `npm test` covers everything on the main line; these check the other lines).
+# Their cost, as a share of the whole suite's summed file times in a Node 20 run: slice ~36 %,
+# smoke ~8 %, so CI's three extra passes (slice on 24, smoke on 22 and 26) add about half of the
+# main pass's time (docs/performance.md, "Node lines in CI").
+# - slice: what a Node upgrade can break: `engines`, the examples, the packed tarball's
+#   consumers and CLI, every state chart and actor, the HTTP/source/service/store units, the
+#   worker pool (worker_threads, loader hooks), the render, store and remote integrations, the
+#   cluster client on a real redis, process lifecycle, binding, the inspector relay.
+# - smoke: `engines`, the package's consumers (ESM, require(esm), TypeScript, its CLI and two
+#   examples, all from the packed tarball), charts, actors and the worker pool with real ffmpeg.
 # - all: the whole suite.
 # Prints the Node version first and, last, "node vX.Y.Z <part>: N passed, M failed in S s".
 # Exits with vitest's status (non-zero on any failure, or when no test ran).
@@ -35,24 +37,29 @@ skip=()
 case "$part" in
   smoke)
     files=(
-      test/nodeLines.test.ts test/package.test.ts test/examples.test.ts test/machines test/actors
-      test/workers/pool.test.ts test/workers/renderTask.test.ts test/lifecycle
+      test/nodeLines.test.ts test/package.test.ts test/machines test/actors
+      test/workers/pool.test.ts test/workers/renderTask.test.ts
     )
     ;;
   slice)
     files=(
-      test/nodeLines.test.ts test/package.test.ts test/cli.test.ts test/examples
+      test/nodeLines.test.ts test/package.test.ts test/examples.test.ts
       test/machines test/actors test/core test/http test/sources test/services test/store
       test/proxy test/workers test/cluster test/lifecycle test/debug
       test/integration/render.test.ts test/integration/store.test.ts
-      test/integration/faults.test.ts test/integration/remoteSources.test.ts
+      test/integration/remoteSources.test.ts
       test/integration/hostileContent.test.ts
       test/config.test.ts test/index.test.ts test/bind.test.ts test/inspect.test.ts
     )
-    # Two of the slowest files, whose subject does not change with Node (a fault-injection
-    # property search, ffmpeg's encoder limits): the main line runs them.
+    # Not here, left to the main line: files whose subject does not change with Node and that
+    # cost the most time. Outside the list: the CLI's every flag (the package test runs the CLI
+    # from the tarball), fault scripts standing in for ffmpeg, the player page in Chromium, the
+    # purge and cluster integrations, reliability. Inside the listed folders: a fault-injection
+    # property search, ffmpeg's encoder limits, the bounded store's LRU model, the live view's
+    # page in Chromium.
     skip=(
       test/services/renderOwnership.property.test.ts test/workers/encoderLimits.test.ts
+      test/store/bounded.test.ts test/debug/liveView.proxy.test.ts
     )
     ;;
   all) files=() ;;
