@@ -32,6 +32,13 @@ export function processCpuMs(pid: number | 'self'): number {
   return (Number(f[11]) + Number(f[12])) * CLOCK_TICK_MS;
 }
 
+/** utime + stime of `pid`'s main thread alone (the event loop), in ms. */
+export function mainThreadCpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/task/${pid}/stat`, 'latin1');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) * CLOCK_TICK_MS;
+}
+
 /** cutime + cstime of `pid`: every child it has reaped so far, in ms. */
 export function childrenCpuMs(pid: number | 'self'): number {
   const f = statFields(pid);

@@ -56,6 +56,18 @@ export interface ProcessSpec {
   /** Output beyond this many bytes fails the task (`render_failed`). */
   readonly maxBytes?: number;
   /**
+   * The output's announced length (an exact WAV's `Content-Length`): a byte more, or a clean
+   * exit short of it, fails the task (`render_failed`), so nothing else is ever kept or ended.
+   */
+  readonly exactBytes?: number;
+  /** Bytes sent before ffmpeg's own (the proxy-written header of an exact WAV). */
+  readonly prefix?: Uint8Array;
+  /**
+   * A flac render's exact sample count: written into its STREAMINFO (which ffmpeg, writing to a
+   * pipe, leaves at 0) before the first byte leaves the worker, so streamed and stored agree.
+   */
+  readonly flacTotalSamples?: number;
+  /**
    * Niceness to run the process at (`AP_FFMPEG_NICE`), set right after the spawn; 0 or absent
    * leaves it at the proxy's own. Encodes are batch work, the event loop serves every client.
    */

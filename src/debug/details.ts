@@ -62,7 +62,7 @@ function semaphoreDetails(ctx: SemaphoreContext): Details {
     queueSize: limits.queueSize,
   };
   ADMISSION_CLASSES.forEach((cls, rank) => {
-    out[`queued_${cls}`] = table.depths[rank] ?? 0;
+    out[`queued_${cls}`] = table.depth(rank);
   });
   out.holders = idList(table.holders.keys());
   out.waiters = idList(table.waiters.keys());

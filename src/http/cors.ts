@@ -25,7 +25,7 @@
  */
 
 /** What a reading page may see beyond the CORS-safelisted response headers. */
-export const EXPOSE_HEADERS = 'x-audio-proxy, retry-after, accept-ranges, etag';
+export const EXPOSE_HEADERS = 'x-audio-proxy, retry-after, accept-ranges, content-range, etag';
 /** The methods the signed URL space answers; OPTIONS is the question, not an answer. */
 export const ALLOW_METHODS = 'GET, HEAD';
 const PREFLIGHT_MAX_AGE_S = 86_400; // a day: Chromium's ceiling; the answer only changes on reboot

@@ -12,6 +12,10 @@
  * - **Messages before the subscribe answer are held** and replayed after the answer's backlog:
  *   no gap and no reordering at the seam.
  * - **A coordinator left before the subscribe call answered is unsubscribed when it answers.**
+ * - **A `Range` is the chart's to answer** (`machines/delivery.ts`: the window, 206/416); only a
+ *   416 against a length known before the render (an exact WAV, `exactLengthOf`) is answered
+ *   here, before subscribing, so it starts no render and takes no slot. The head's status and
+ *   `Content-Length`/`Content-Range`/`Accept-Ranges` come from what the chart emits.
  * - **Telemetry once per request** (`audio_proxy.render.stop` or `.exception`), from the chart's
  *   output, when the actor ends; except that a chart ending `ok` has only *ended* the response,
  *   so its event waits for the response's `close`: `ok` (delivered) if the response finished,
@@ -54,6 +58,7 @@ import {
   deliveryMachine,
 } from '../machines/delivery.js';
 import type { SubscriberMessage } from '../machines/renderCoordinator.js';
+import { exactLengthOf } from '../services/renderInput.js';
 import { RENDER_CHANNELS } from '../telemetry/channels.js';
 import { renderFailureToHttp } from './errors.js';
 import {
@@ -63,6 +68,7 @@ import {
   SHUTTING_DOWN_RETRY_AFTER_S,
   type StageContext,
 } from './exchange.js';
+import { contentRange, parseRangeWant, resolveRange } from './range.js';
 import { tuneSocket } from './socketTuning.js';
 
 let subscriberSeq = 0;
@@ -105,11 +111,21 @@ export async function deliver(
     reject = rejectWith;
   });
 
+  // The range asked for, and the length when it is known before the render (an exact WAV): a
+  // range past that length is refused here, before any slot, probe answer or render is used.
+  const range = parseRangeWant(x.req.headers.range);
+  const totalBytes = exactLengthOf(request, config);
+  if (totalBytes !== undefined && resolveRange(range, totalBytes).type === 'unsatisfiable') {
+    fail(x, { type: 'range_not_satisfiable', size: totalBytes });
+    return;
+  }
   const actor = createActor(deliveryMachine, {
     input: {
       key: request.key,
       deadlineMs: config.renderTimeoutS * 1000 + CONSUMER_SLACK_MS,
       canHandOff: services.cluster !== undefined,
+      range,
+      ...(totalBytes !== undefined ? { totalBytes } : {}),
     },
     ...(observers.inspect ? { inspect: observers.inspect } : {}),
   });
@@ -137,12 +153,27 @@ export async function deliver(
 
   const perform = (e: DeliveryEmitted) => {
     switch (e.type) {
-      case 'head':
+      case 'head': {
         if (res.headersSent) return;
         // A render's listeners share its chunks; the kernel must not copy megabytes per slow one.
         if (res.socket) tuneSocket(res.socket);
         x.cache = e.cache;
-        res.writeHead(200, { ...headers, 'x-audio-proxy': e.cache, ...x.cors });
+        const sized: Record<string, string> = {};
+        // A known length or a range answered: ranges are served, say so (as a HIT does).
+        if (e.length !== undefined || e.range) sized['accept-ranges'] = 'bytes';
+        if (e.length !== undefined) sized['content-length'] = String(e.length);
+        if (e.range)
+          sized['content-range'] = contentRange(e.range.start, e.range.end, e.range.total);
+        res.writeHead(e.range ? 206 : 200, {
+          ...headers,
+          ...sized,
+          'x-audio-proxy': e.cache,
+          ...x.cors,
+        });
+        return;
+      }
+      case 'refuseRange':
+        fail(x, { type: 'range_not_satisfiable', size: e.size });
         return;
       case 'write':
         res.write(e.data);
@@ -316,6 +347,7 @@ export async function deliver(
     cache: outcome.type === 'miss' ? 'MISS' : 'COALESCED',
     started: outcome.state !== 'queued',
     backlog: backlog.length > 0 ? Buffer.concat(backlog as Buffer[]) : EMPTY,
+    complete: outcome.state === 'completed',
   });
   const held = early;
   early = null;

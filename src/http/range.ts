@@ -1,9 +1,10 @@
 /**
- * `Range` for serving a stored variant (a HIT): single `bytes=` ranges only.
+ * `Range`: single `bytes=` ranges only, for a stored variant (a HIT, `parseRange` against its
+ * size) and for a render still running (`parseRangeWant` now, `resolveRange` once a total is
+ * known; the delivery chart decides in between, see `machines/delivery.ts`).
  *
- * A stored variant has a known size, which is what makes `206` and `416` possible; a MISS ignores
- * `Range` altogether (its caller never asks). Anything this does not understand is answered with
- * the whole variant, which RFC 9110 permits for any `Range` a server chooses to ignore.
+ * Anything this does not understand is answered with the whole variant, which RFC 9110 permits
+ * for any `Range` a server chooses to ignore.
  *
  * ## Invariants
  * - **Only one well-formed range is honoured.** Several ranges, another unit, a repeated header,
@@ -39,45 +40,79 @@ function satisfiable(start: number, end: number, size: number): RangeResult {
   return start < size && start <= end ? { type: 'partial', start, end } : UNSATISFIABLE;
 }
 
+/**
+ * What a `Range` header asks for before any size is known: `from` (`first-` or `first-last`),
+ * `suffix` (the last `length` bytes), `none` (`-0`: no bytes at all) or `full` (no header, or
+ * one this parser ignores). A render whose total is not known yet holds on to this until its
+ * bytes say whether and how it can be answered (`machines/delivery.ts`).
+ */
+export type RangeWant =
+  | { readonly type: 'full' }
+  | { readonly type: 'from'; readonly first: number; readonly last?: number }
+  | { readonly type: 'suffix'; readonly length: number }
+  | { readonly type: 'none' };
+
+const WANT_FULL: RangeWant = Object.freeze({ type: 'full' } as const);
+const WANT_NONE: RangeWant = Object.freeze({ type: 'none' } as const);
+
+/** Interprets a `Range` header without a size (see `RangeWant`). */
+export function parseRangeWant(header: string | readonly string[] | undefined): RangeWant {
+  if (header === undefined) return WANT_FULL;
+  if (typeof header !== 'string') {
+    if (header.length !== 1) return WANT_FULL;
+    header = header[0]!;
+  }
+  const value = header.trim();
+  if (!UNIT.test(value)) return WANT_FULL;
+  const specs = value.slice('bytes='.length).split(',');
+  if (specs.length !== 1) return WANT_FULL;
+  const spec = specs[0]!.trim();
+
+  if (spec.startsWith('-')) {
+    const length = integer(spec.slice(1));
+    if (length === undefined) return WANT_FULL;
+    // `-0` asks for no bytes at all: unsatisfiable rather than empty.
+    return length === 0 ? WANT_NONE : { type: 'suffix', length };
+  }
+
+  const dash = spec.indexOf('-');
+  if (dash === -1) return WANT_FULL;
+  const first = integer(spec.slice(0, dash));
+  if (first === undefined) return WANT_FULL;
+  const lastText = spec.slice(dash + 1);
+  if (lastText === '') return { type: 'from', first };
+  const last = integer(lastText);
+  if (last === undefined) return WANT_FULL;
+  // `last < first` is not a range at all: ignored, not refused.
+  if (last < first) return WANT_FULL;
+  return { type: 'from', first, last };
+}
+
+/** What `want` means against a variant of `size` bytes. */
+export function resolveRange(want: RangeWant, size: number): RangeResult {
+  if (!Number.isSafeInteger(size) || size < 0) throw new RangeError('size must be a byte count');
+  switch (want.type) {
+    case 'full':
+      return FULL;
+    case 'none':
+      return UNSATISFIABLE;
+    case 'suffix':
+      return satisfiable(Math.max(size - want.length, 0), size - 1, size);
+    case 'from':
+      return satisfiable(want.first, Math.min(want.last ?? size - 1, size - 1), size);
+  }
+}
+
 /** Interprets a `Range` header against a stored variant of `size` bytes. */
 export function parseRange(
   header: string | readonly string[] | undefined,
   size: number,
 ): RangeResult {
   if (!Number.isSafeInteger(size) || size < 0) throw new RangeError('size must be a byte count');
-  if (header === undefined) return FULL;
-  if (typeof header !== 'string') {
-    if (header.length !== 1) return FULL;
-    header = header[0]!;
-  }
-  const value = header.trim();
-  if (!UNIT.test(value)) return FULL;
-  const specs = value.slice('bytes='.length).split(',');
-  if (specs.length !== 1) return FULL;
-  const spec = specs[0]!.trim();
-
-  if (spec.startsWith('-')) {
-    const length = integer(spec.slice(1));
-    if (length === undefined) return FULL;
-    // `-0` asks for no bytes at all: unsatisfiable rather than empty.
-    if (length === 0) return UNSATISFIABLE;
-    return satisfiable(Math.max(size - length, 0), size - 1, size);
-  }
-
-  const dash = spec.indexOf('-');
-  if (dash === -1) return FULL;
-  const first = integer(spec.slice(0, dash));
-  if (first === undefined) return FULL;
-  const lastText = spec.slice(dash + 1);
-  if (lastText === '') return satisfiable(first, size - 1, size);
-  const last = integer(lastText);
-  if (last === undefined) return FULL;
-  // `last < first` is not a range at all: ignored, not refused.
-  if (last < first) return FULL;
-  return satisfiable(first, Math.min(last, size - 1), size);
+  return resolveRange(parseRangeWant(header), size);
 }
 
-/** The `Content-Range` value of a 206. */
-export function contentRange(start: number, end: number, size: number): string {
-  return `bytes ${start}-${end}/${size}`;
+/** The `Content-Range` value of a 206; a `size` of null is a total not known yet (`/*`). */
+export function contentRange(start: number, end: number, size: number | null): string {
+  return `bytes ${start}-${end}/${size ?? '*'}`;
 }

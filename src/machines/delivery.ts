@@ -2,6 +2,26 @@
  * Delivery: one render request's answer, from the subscribe call to the end of its response.
  * One actor per request on the render path (MISS or COALESCED); a HIT never starts one.
  *
+ * ## Ranges while rendering
+ * A `Range` is answered from the coordinator's stream, which starts at byte 0 (a joiner gets the
+ * backlog first), so a range never starts a render of its own nor holds a slot: it is one more
+ * subscriber that skips the bytes before its window and leaves once its last byte is written.
+ * The chart keeps the stream's `position`, and decides the response's *window* as soon as the
+ * bytes allow, never earlier:
+ * - **Known total** (an exact-length render, `totalBytes`; or a completed render's backlog): the
+ *   window is RFC 9110's against it, a `206 a-b/total` or a `200` with its length; the head goes
+ *   out once the window's first byte has been rendered, later bytes as they are produced.
+ * - **Unknown total**, `first-last`: decided when byte `first` exists, `206 first-last/*`;
+ *   `first-` (first > 0): `206 first-(what is rendered)/*`, the bytes already rendered, at once;
+ *   a suffix, or `-0`: at `done`, when the total is known. No `Range` (or an ignored one, or
+ *   `0-`): the `200` of a MISS, streamed.
+ * - **Nothing to answer**: `done` before the window's first byte is a `416` naming the total
+ *   (`refuseRange`). A window announced with an end the render never reaches (a `first-last/*`
+ *   past the end, or an exact length the output fell short of) is torn down, never ended clean.
+ *
+ * The states below say what was sent: `seeking` is the new one (bytes flow from the coordinator,
+ * none of them is the window's yet, nothing is sent).
+ *
  * The chart does no I/O. It says what the response is to do through emitted events, which the
  * HTTP adapter (`http/delivery.ts`) performs: `head` (the 200 and its headers), `write`, `end`,
  * `refuse` (an error answer for a render failure), `shuttingDown` (503), `tearDown` (destroy a
@@ -10,14 +30,18 @@
  *
  * ## States
  * `waiting` (for a slot, or for the subscribe call's answer) → `rendering` (the slot is granted,
- * no byte yet) → `streaming` (the 200 is sent) → `done` | `failed` | `cancelled`. Two detours
+ * no byte yet) → `seeking` (bytes, none of them the window's yet) → `streaming` (the 200 or 206
+ * is sent) → `done` | `failed` | `cancelled`. Two detours
  * end in the same finals: `refusing` (no slot before the deadline: asking for a Retry-After) and
  * `handingOff` (the local queue is full: a peer may take the request).
  *
  * ## Invariants
  * - **One answer.** `head` is emitted once, before any `write` and `end`; after it the only
  *   failure is `tearDown` (no terminating chunk: the client sees a torn stream). Before it, a
- *   failure is one `refuse` or `shuttingDown`.
+ *   failure is one `refuse`, `refuseRange` or `shuttingDown`.
+ * - **Only the window's bytes are written**, each once, in order; a response that announced a
+ *   length ends only when exactly that many were written, and a stream that runs past a total
+ *   known before the render (a join whose render was sized otherwise) is refused or torn down.
  * - **The consumer deadline** (`consumerDeadline`: `AP_RENDER_TIMEOUT` + `CONSUMER_SLACK_MS`)
  *   restarts on every coordinator message and on each phase change. It answers 429 (via
  *   `refusing`) before the slot was granted, 504 after, and tears the stream down once the 200 is
@@ -41,8 +65,8 @@
  * ## Events
  * | Event | From | Effect |
  * |---|---|---|
- * | `subscribed` / `refused` | the subscribe call | record MISS/COALESCED, write its backlog / refuse or hand off |
- * | `rendering` / `chunk` / `done` / `error` | coordinator | restart the deadline; head, write, end / refuse or tear down |
+ * | `subscribed` / `refused` | the subscribe call | record MISS/COALESCED (and a completed render's total), feed its backlog / refuse or hand off |
+ * | `rendering` / `chunk` / `done` / `error` | coordinator | restart the deadline; skip, head, write, end (and leave once the window is written) / 416, refuse or tear down |
  * | `shutdown` | coordinator (`error: cancelled` while the node stops) | 503, or tear down |
  * | `client.gone` | the response's `close` | `leave` → `cancelled` |
  * | `retryAfter` / `handOff.relayed` / `handOff.refused` | the adapter's answers | 429 / `done` / 429 |
@@ -60,9 +84,31 @@ export type DeliveryCache = 'MISS' | 'COALESCED';
 
 export type DeliveryOutcome = 'ok' | 'cancelled' | 'failed';
 
+/**
+ * What the request's `Range` asks for, before any size is known (`http/range.ts` parses it):
+ * `from` (`first-` or `first-last`), `suffix`, `none` (`-0`), or `full`.
+ */
+export type DeliveryRange =
+  | { readonly type: 'full' }
+  | { readonly type: 'from'; readonly first: number; readonly last?: number }
+  | { readonly type: 'suffix'; readonly length: number }
+  | { readonly type: 'none' };
+
+/** The bytes the response carries: `[start, end]` of the stream (`end` Infinity: to its end). */
+export interface DeliveryWindow {
+  readonly start: number;
+  readonly end: number;
+  /** A 206 (else a 200). */
+  readonly partial: boolean;
+}
+
 export interface DeliveryInput {
   /** The variant key (shown in the live view). */
   readonly key: string;
+  /** The request's `Range`. @default full */
+  readonly range?: DeliveryRange;
+  /** The output's exact length, when it is known before the render (an exact WAV). */
+  readonly totalBytes?: number;
   /** Silence limit in ms, restarted on every message: `AP_RENDER_TIMEOUT` + `CONSUMER_SLACK_MS`. */
   readonly deadlineMs: number;
   /** Cluster mode: a full local queue is offered to a peer before any 429. @default false */
@@ -73,9 +119,18 @@ export interface DeliveryContext {
   readonly key: string;
   readonly deadlineMs: number;
   readonly canHandOff: boolean;
+  readonly range: DeliveryRange;
   cache: DeliveryCache;
   /** Body bytes handed to the response. */
   bytes: number;
+  /** Bytes of the render's stream seen so far (from byte 0: backlog, then chunks). */
+  position: number;
+  /** The stream's length, once known: given, a completed render's backlog, or at `done`. */
+  total: number | null;
+  /** The response's bytes, once decided (see the essay); null before. */
+  window: DeliveryWindow | null;
+  /** A suffix range's candidates: the stream's last bytes, at most the suffix plus one chunk. */
+  readonly tail: Buffer[];
   failure: RenderFailure | null;
   outcome: DeliveryOutcome | null;
 }
@@ -88,6 +143,8 @@ export type DeliveryEvent =
       /** The slot is granted (the coordinator is rendering or completed). */
       readonly started: boolean;
       readonly backlog: Buffer;
+      /** The render has completed: `backlog` is the whole output. @default false */
+      readonly complete?: boolean;
     }
   /** The subscribe call answered with a failure (a full queue, a coordinator that failed). */
   | { readonly type: 'refused'; readonly failure: RenderFailure }
@@ -104,7 +161,19 @@ export type DeliveryEvent =
   | { readonly type: 'fault' };
 
 export type DeliveryEmitted =
-  | { readonly type: 'head'; readonly cache: DeliveryCache }
+  /** The status line and headers: 200, or 206 with `range`; `length` when it is known. */
+  | {
+      readonly type: 'head';
+      readonly cache: DeliveryCache;
+      readonly range?: {
+        readonly start: number;
+        readonly end: number;
+        readonly total: number | null;
+      };
+      readonly length?: number;
+    }
+  /** 416: the range lies past the stream's end, which is `size` bytes. */
+  | { readonly type: 'refuseRange'; readonly size: number }
   | { readonly type: 'write'; readonly data: Buffer }
   | { readonly type: 'end' }
   | { readonly type: 'refuse'; readonly failure: RenderFailure }
@@ -128,6 +197,15 @@ export const DELIVERY_FAULT: RenderFailure = Object.freeze({
 });
 const NO_OUTPUT = 'no output before the consumer deadline';
 const SILENT = 'stream went silent';
+const SHORT = 'the render ended before the announced end of the response';
+const OVERRUN = 'the render ran past its announced length';
+
+/** Keeps at least the last `length` bytes of the stream in `tail` (whole chunks, oldest first). */
+function keepTail(tail: Buffer[], data: Buffer, length: number): void {
+  tail.push(data);
+  let kept = tail.reduce((n, b) => n + b.length, 0);
+  while (tail.length > 1 && kept - tail[0]!.length >= length) kept -= tail.shift()!.length;
+}
 
 /** The failure an event reports (those that carry one). */
 function failureOf(event: DeliveryEvent, context: DeliveryContext): RenderFailure {
@@ -145,6 +223,63 @@ function failureOf(event: DeliveryEvent, context: DeliveryContext): RenderFailur
   }
 }
 
+/** The bytes of the event that carries stream data (a chunk, or the subscribe's backlog). */
+function dataOf(event: DeliveryEvent): Buffer | null {
+  return event.type === 'chunk' ? event.data : event.type === 'subscribed' ? event.backlog : null;
+}
+
+/** RFC 9110's window for `range` against a known `total`; null when it is unsatisfiable. */
+export function windowAgainst(range: DeliveryRange, total: number): DeliveryWindow | null {
+  const last = total - 1;
+  switch (range.type) {
+    case 'full':
+      return { start: 0, end: last, partial: false };
+    case 'none':
+      return null;
+    case 'suffix':
+      return total === 0
+        ? null
+        : { start: Math.max(total - range.length, 0), end: last, partial: true };
+    case 'from':
+      return range.first >= total
+        ? null
+        : { start: range.first, end: Math.min(range.last ?? last, last), partial: true };
+  }
+}
+
+/**
+ * The window once `arrived` bytes of the stream exist (and `total`, if known), or undefined while
+ * the bytes cannot decide it yet; null: unsatisfiable (only with a total).
+ */
+function decide(
+  context: DeliveryContext,
+  arrived: number,
+  total: number | null,
+): DeliveryWindow | null | undefined {
+  if (context.window) return context.window;
+  if (total !== null) return windowAgainst(context.range, total);
+  const { range } = context;
+  if (range.type === 'full') return { start: 0, end: Number.POSITIVE_INFINITY, partial: false };
+  if (range.type !== 'from' || arrived <= range.first) return undefined;
+  // `0-` with no total is the whole stream: a 200, as if there were no Range.
+  if (range.first === 0 && range.last === undefined) {
+    return { start: 0, end: Number.POSITIVE_INFINITY, partial: false };
+  }
+  return { start: range.first, end: range.last ?? arrived - 1, partial: true };
+}
+
+/** What the event would make of the stream: where it would reach, its total, its window. */
+function prospect(context: DeliveryContext, event: DeliveryEvent) {
+  const data = dataOf(event);
+  const arrived = context.position + (data?.length ?? 0);
+  const total =
+    context.total ??
+    (event.type === 'done' || (event.type === 'subscribed' && event.complete === true)
+      ? arrived
+      : null);
+  return { arrived, total, window: decide(context, arrived, total) };
+}
+
 export const deliveryMachine = setup({
   types: {
     input: {} as DeliveryInput,
@@ -155,6 +290,41 @@ export const deliveryMachine = setup({
   },
   guards: {
     hasBacklog: ({ event }) => event.type === 'subscribed' && event.backlog.length > 0,
+    /** With this event's bytes the window is decided and its first byte is here. */
+    opensWindow: ({ context, event }) => {
+      const { arrived, window } = prospect(context, event);
+      return window != null && arrived > window.start;
+    },
+    /**
+     * ... and its last byte too, for a range (or a completed render): the response is written
+     * whole and ended now, and the coordinator left. A whole body waits for `done` instead, so a
+     * MISS never leaves (and so cancels) a render whose last bytes it holds.
+     */
+    completesWindow: ({ context, event }) => {
+      const { arrived, window } = prospect(context, event);
+      const complete = event.type === 'subscribed' && event.complete === true;
+      return (
+        window != null &&
+        arrived > window.start &&
+        arrived > window.end &&
+        (window.partial || complete)
+      );
+    },
+    /** In `streaming`: this chunk reaches a range's last byte. */
+    reachesEnd: ({ context, event }) =>
+      context.window?.partial === true && prospect(context, event).arrived > context.window.end,
+    /** The stream runs past a total known before the render: it is not what was announced. */
+    overrunsTotal: ({ context, event }) =>
+      context.total !== null && prospect(context, event).arrived > context.total,
+    /** `done` before the head, short of a length known before the render: a failed render. */
+    shortOfTotal: ({ context }) => context.total !== null && context.position < context.total,
+    /** `done` with no head sent, and the range lies past the stream's end: 416. */
+    unsatisfiable: ({ context, event }) => prospect(context, event).window === null,
+    /** `done` short of an end the head announced (a `first-last/*`, an exact length). */
+    endsShort: ({ context }) =>
+      context.window !== null &&
+      Number.isFinite(context.window.end) &&
+      context.position <= context.window.end,
     slotGranted: ({ event }) => event.type === 'subscribed' && event.started,
     emptyChunk: ({ event }) => event.type === 'chunk' && event.data.length === 0,
     /** A full queue in cluster mode: a peer may have a free slot. */
@@ -166,18 +336,73 @@ export const deliveryMachine = setup({
       cache: ({ context, event }) => (event.type === 'subscribed' ? event.cache : context.cache),
     }),
     recordFailure: assign({ failure: ({ context, event }) => failureOf(event, context) }),
+    /** The render ended short of what the head announced: a render failure, not a timeout. */
+    recordShort: assign({
+      failure: () => ({ class: 'render_failed' as const, detail: SHORT }),
+    }),
+    recordOverrun: assign({
+      failure: () => ({ class: 'render_failed' as const, detail: OVERRUN }),
+    }),
     recordTimeout: assign({
       failure: (_, params: { detail: string }) => ({ class: 'timeout', detail: params.detail }),
     }),
-    startStreaming: emit(({ context }) => ({ type: 'head' as const, cache: context.cache })),
-    /** A chunk, or the subscribe answer's backlog. */
-    write: enqueueActions(({ context, event, enqueue }) => {
-      const data =
-        event.type === 'chunk' ? event.data : event.type === 'subscribed' ? event.backlog : null;
-      if (data === null || data.length === 0) return;
-      enqueue.assign({ bytes: context.bytes + data.length });
-      enqueue.emit({ type: 'write', data });
+    /** Fixes the window (and the total, once known) this event decides. */
+    decide: assign(({ context, event }) => {
+      const { total, window } = prospect(context, event);
+      return { total, window: window ?? context.window };
     }),
+    startStreaming: emit(({ context }) => {
+      const window = context.window;
+      const total = context.total;
+      const length =
+        window === null || !Number.isFinite(window.end)
+          ? undefined
+          : Math.max(window.end - window.start + 1, 0);
+      return {
+        type: 'head' as const,
+        cache: context.cache,
+        ...(window?.partial ? { range: { start: window.start, end: window.end, total } } : {}),
+        ...(length !== undefined ? { length } : {}),
+      };
+    }),
+    /**
+     * A chunk, or the subscribe answer's backlog: the stream advances, and the part inside the
+     * window (if decided) is written; a suffix range keeps the stream's last bytes meanwhile.
+     */
+    write: enqueueActions(({ context, event, enqueue }) => {
+      const data = dataOf(event);
+      if (data === null || data.length === 0) return;
+      const from = context.position;
+      const to = from + data.length; // exclusive
+      enqueue.assign({ position: to });
+      const { window } = context;
+      if (window === null) {
+        if (context.range.type === 'suffix') keepTail(context.tail, data, context.range.length);
+        return;
+      }
+      const start = Math.max(window.start, from);
+      const end = Math.min(window.end + 1, to);
+      if (end <= start) return;
+      const slice = start === from && end === to ? data : data.subarray(start - from, end - from);
+      enqueue.assign({ bytes: context.bytes + slice.length });
+      enqueue.emit({ type: 'write', data: slice });
+    }),
+    /** At `done` with a suffix window: the kept tail's part inside it. */
+    writeTail: enqueueActions(({ context, enqueue }) => {
+      const { window } = context;
+      if (window === null || context.tail.length === 0) return;
+      const kept = Buffer.concat(context.tail);
+      context.tail.length = 0;
+      const keptFrom = context.position - kept.length;
+      const slice = kept.subarray(Math.max(window.start - keptFrom, 0));
+      if (slice.length === 0) return;
+      enqueue.assign({ bytes: context.bytes + slice.length });
+      enqueue.emit({ type: 'write', data: slice });
+    }),
+    refuseRange: emit(({ context }) => ({
+      type: 'refuseRange' as const,
+      size: context.total ?? context.position,
+    })),
     end: emit({ type: 'end' as const }),
     refuse: emit(({ context }) => ({
       type: 'refuse' as const,
@@ -204,12 +429,27 @@ export const deliveryMachine = setup({
         `delivery deadlineMs must be a positive integer, got ${input.deadlineMs}`,
       );
     }
+    const range = input.range ?? { type: 'full' };
+    const total = input.totalBytes ?? null;
+    if (total !== null && (!Number.isSafeInteger(total) || total < 0)) {
+      throw new RangeError(`delivery totalBytes must be a byte count, got ${total}`);
+    }
+    const window = total === null ? null : windowAgainst(range, total);
+    if (total !== null && window === null) {
+      // Known before the render: the adapter answers the 416 without subscribing.
+      throw new RangeError('delivery range is unsatisfiable against totalBytes');
+    }
     return {
       key: input.key,
       deadlineMs: input.deadlineMs,
       canHandOff: input.canHandOff ?? false,
+      range,
       cache: 'MISS',
       bytes: 0,
+      position: 0,
+      total,
+      window,
+      tail: [],
       failure: null,
       outcome: null,
     };
@@ -225,12 +465,23 @@ export const deliveryMachine = setup({
       on: {
         subscribed: [
           {
-            guard: 'hasBacklog',
-            target: 'streaming',
-            actions: ['recordCache', 'startStreaming', 'write'],
+            guard: 'overrunsTotal',
+            target: 'failed',
+            actions: ['recordCache', 'leave', 'recordOverrun', 'refuse'],
           },
-          { guard: 'slotGranted', target: 'rendering', actions: 'recordCache' },
-          { actions: 'recordCache' },
+          {
+            guard: 'completesWindow',
+            target: 'done',
+            actions: ['recordCache', 'decide', 'startStreaming', 'write', 'end', 'leave'],
+          },
+          {
+            guard: 'opensWindow',
+            target: 'streaming',
+            actions: ['recordCache', 'decide', 'startStreaming', 'write'],
+          },
+          { guard: 'hasBacklog', target: 'seeking', actions: ['recordCache', 'decide', 'write'] },
+          { guard: 'slotGranted', target: 'rendering', actions: ['recordCache', 'decide'] },
+          { actions: ['recordCache', 'decide'] },
         ],
         refused: [
           { guard: 'mayHandOff', target: 'handingOff', actions: 'recordFailure' },
@@ -239,9 +490,28 @@ export const deliveryMachine = setup({
         rendering: { target: 'rendering' },
         chunk: [
           { guard: 'emptyChunk', target: 'waiting', reenter: true },
-          { target: 'streaming', actions: ['startStreaming', 'write'] },
+          {
+            guard: 'overrunsTotal',
+            target: 'failed',
+            actions: ['leave', 'recordOverrun', 'refuse'],
+          },
+          {
+            guard: 'completesWindow',
+            target: 'done',
+            actions: ['decide', 'startStreaming', 'write', 'end', 'leave'],
+          },
+          {
+            guard: 'opensWindow',
+            target: 'streaming',
+            actions: ['decide', 'startStreaming', 'write'],
+          },
+          { target: 'seeking', actions: ['decide', 'write'] },
         ],
-        done: { target: 'done', actions: ['startStreaming', 'end'] },
+        done: [
+          { guard: 'shortOfTotal', target: 'failed', actions: ['recordShort', 'refuse'] },
+          { guard: 'unsatisfiable', target: 'failed', actions: ['decide', 'refuseRange'] },
+          { target: 'done', actions: ['decide', 'startStreaming', 'writeTail', 'end'] },
+        ],
         error: { target: 'failed', actions: ['recordFailure', 'refuse'] },
         shutdown: { target: 'failed', actions: ['recordFailure', 'refuseShuttingDown'] },
         'client.gone': { target: 'cancelled', actions: 'leave' },
@@ -259,15 +529,76 @@ export const deliveryMachine = setup({
         rendering: { target: 'rendering', reenter: true },
         chunk: [
           { guard: 'emptyChunk', target: 'rendering', reenter: true },
-          { target: 'streaming', actions: ['startStreaming', 'write'] },
+          {
+            guard: 'overrunsTotal',
+            target: 'failed',
+            actions: ['leave', 'recordOverrun', 'refuse'],
+          },
+          {
+            guard: 'completesWindow',
+            target: 'done',
+            actions: ['decide', 'startStreaming', 'write', 'end', 'leave'],
+          },
+          {
+            guard: 'opensWindow',
+            target: 'streaming',
+            actions: ['decide', 'startStreaming', 'write'],
+          },
+          { target: 'seeking', actions: ['decide', 'write'] },
         ],
-        done: { target: 'done', actions: ['startStreaming', 'end'] },
+        done: [
+          { guard: 'shortOfTotal', target: 'failed', actions: ['recordShort', 'refuse'] },
+          { guard: 'unsatisfiable', target: 'failed', actions: ['decide', 'refuseRange'] },
+          { target: 'done', actions: ['decide', 'startStreaming', 'writeTail', 'end'] },
+        ],
         error: { target: 'failed', actions: ['recordFailure', 'refuse'] },
         shutdown: { target: 'failed', actions: ['recordFailure', 'refuseShuttingDown'] },
         'client.gone': { target: 'cancelled', actions: 'leave' },
       },
     },
-    /** The 200 is sent: bytes flow until `done`; any failure now tears the stream down. */
+    /**
+     * A range's window has not begun (or cannot be decided yet): bytes flow from the coordinator
+     * and are counted (a suffix keeps its tail), nothing is sent; a failure is still an answer.
+     */
+    seeking: {
+      after: {
+        consumerDeadline: {
+          target: 'failed',
+          actions: ['leave', { type: 'recordTimeout', params: { detail: NO_OUTPUT } }, 'refuse'],
+        },
+      },
+      on: {
+        rendering: { target: 'seeking', reenter: true },
+        chunk: [
+          { guard: 'emptyChunk', target: 'seeking', reenter: true },
+          {
+            guard: 'overrunsTotal',
+            target: 'failed',
+            actions: ['leave', 'recordOverrun', 'refuse'],
+          },
+          {
+            guard: 'completesWindow',
+            target: 'done',
+            actions: ['decide', 'startStreaming', 'write', 'end', 'leave'],
+          },
+          {
+            guard: 'opensWindow',
+            target: 'streaming',
+            actions: ['decide', 'startStreaming', 'write'],
+          },
+          { target: 'seeking', reenter: true, actions: ['decide', 'write'] },
+        ],
+        done: [
+          { guard: 'shortOfTotal', target: 'failed', actions: ['recordShort', 'refuse'] },
+          { guard: 'unsatisfiable', target: 'failed', actions: ['decide', 'refuseRange'] },
+          { target: 'done', actions: ['decide', 'startStreaming', 'writeTail', 'end'] },
+        ],
+        error: { target: 'failed', actions: ['recordFailure', 'refuse'] },
+        shutdown: { target: 'failed', actions: ['recordFailure', 'refuseShuttingDown'] },
+        'client.gone': { target: 'cancelled', actions: 'leave' },
+      },
+    },
+    /** The head is sent: the window's bytes flow until its end or `done`; a failure tears down. */
     streaming: {
       after: {
         consumerDeadline: {
@@ -279,9 +610,22 @@ export const deliveryMachine = setup({
         rendering: { target: 'streaming', reenter: true },
         chunk: [
           { guard: 'emptyChunk', target: 'streaming', reenter: true },
+          {
+            guard: 'overrunsTotal',
+            target: 'failed',
+            actions: ['leave', 'recordOverrun', 'tearDown'],
+          },
+          { guard: 'reachesEnd', target: 'done', actions: ['write', 'end', 'leave'] },
           { target: 'streaming', reenter: true, actions: 'write' },
         ],
-        done: { target: 'done', actions: 'end' },
+        done: [
+          {
+            guard: 'endsShort',
+            target: 'failed',
+            actions: ['recordShort', 'tearDown'],
+          },
+          { target: 'done', actions: 'end' },
+        ],
         error: { target: 'failed', actions: ['recordFailure', 'tearDown'] },
         shutdown: { target: 'failed', actions: ['recordFailure', 'tearDown'] },
         'client.gone': { target: 'cancelled', actions: 'leave' },

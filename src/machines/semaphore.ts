@@ -32,12 +32,22 @@
  *   the holder or the waiter in place, so occupancy goes 1 → 1 and no arrival can take the slot
  *   between a release and a request. A `to` that already holds or waits is refused (`unknown`).
  *
+ * ## One reading of the world per step
+ * Time and the limits enter a step once. An event may carry them as its `step` (`at`, `limits`,
+ * and which telemetry it builds): then nothing else is read, and `transition()` on that event is
+ * a function of its arguments (`purity.test.ts` changes the clock, the provider and the filter
+ * between two calls and gets the same table and actions). An unstamped event reads the clock
+ * and the provider at most once, when its step first needs them; the reading is kept in one
+ * reused record (`config.reading`) for that step's guards and action, so it allocates nothing,
+ * and the action that ends the step clears it.
+ *
  * ## A mutable table, safely
- * Holders and waiters live in a `SlotTable` (two maps, one doubly linked FIFO per class): every
- * operation is O(1) and no event copies the queue. Each step is one `enqueueActions` that
- * mutates the table and queues that step's emits; the actor is the only writer and handles one
- * event at a time. So: clone before a pure `transition()` test (`cloneSemaphoreSnapshot`), as
- * the input snapshot's table is mutated; the snapshot object is reused and not persistable.
+ * Holders and waiters live in a `SlotTable` (`slotTable.ts`: private maps, one doubly linked
+ * FIFO per class, verbs that refuse what would break its invariants): every operation is O(1)
+ * and no event copies the queue. Each step is one `enqueueActions` that calls the table's verbs
+ * and queues that step's emits; the actor is the only writer and handles one event at a time.
+ * So: clone before a pure `transition()` test (`cloneSemaphoreSnapshot`), as the input
+ * snapshot's table is mutated; the snapshot object is reused and not persistable.
  *
  * ## Events (emitted `telemetry`, published by `telemetry/channels.ts`)
  * | Event | Measurements besides held, queued, queued_<class> | When |
@@ -61,17 +71,15 @@ import {
   type ReplyEvent,
 } from '../core/protocol.js';
 import { DEFAULT_RENDER_TIMEOUT_S } from '../core/worker.js';
+import { SlotTable } from './slotTable.js';
+
+export { DEFAULT_HOLD_MS, HOLD_SAMPLES, SlotTable, type SlotView } from './slotTable.js';
 
 /** Admission classes, highest first. The order is the ranking. */
 export const ADMISSION_CLASSES = ['interactive', 'high', 'normal', 'low'] as const;
 export type AdmissionClass = (typeof ADMISSION_CLASSES)[number];
 
-/** Slot-hold durations averaged for Retry-After: smooths one outlier, still tracks a change. */
-export const HOLD_SAMPLES = 20;
-/** Stands in for the average until a hold completes: a small wrong hint beats none. */
-export const DEFAULT_HOLD_MS = 2_000;
-
-/** What the config provider answers. Read on every operation, never cached. */
+/** What the config provider answers. Read once per unstamped step, never across steps. */
 export interface SemaphoreLimits {
   readonly capacity: number;
   readonly queueSize: number;
@@ -79,9 +87,9 @@ export interface SemaphoreLimits {
 }
 
 export interface SemaphoreInput {
-  /** Pins the slot count (tests); otherwise `limits().capacity` is read per operation. */
+  /** Pins the slot count (tests); otherwise `limits().capacity` is read once per step. */
   readonly capacity?: number;
-  /** Pins the queue bound (tests); otherwise `limits().queueSize` is read per operation. */
+  /** Pins the queue bound (tests); otherwise `limits().queueSize` is read once per step. */
   readonly queueSize?: number;
   /** Pins the Retry-After ceiling (s); otherwise `limits().renderTimeoutS`. @default 300 */
   readonly renderTimeoutS?: number;
@@ -122,7 +130,7 @@ export interface SemaphoreStats {
   readonly queuedByClass: Readonly<Record<AdmissionClass, number>>;
 }
 
-export type SemaphoreEvent =
+export type SemaphoreEvent = Stamped<
   | ({ type: 'request'; id: string; class?: AdmissionClass } & CallEnvelope)
   | ({ type: 'release'; id: string } & CallEnvelope)
   | { type: 'gone'; id: string; reason?: unknown }
@@ -133,7 +141,11 @@ export type SemaphoreEvent =
   /** The holder now runs only for the store: it may be preempted for a waiter. Reply `ok`. */
   | ({ type: 'orphaned'; id: string } & CallEnvelope)
   /** The holder has a listener again: it is not to be preempted. Reply `ok`. */
-  | ({ type: 'adopted'; id: string } & CallEnvelope);
+  | ({ type: 'adopted'; id: string } & CallEnvelope)
+>;
+
+/** Every event may carry its `step`: see `SemaphoreStep`. */
+type Stamped<E> = E & { readonly step?: SemaphoreStep };
 
 export type SemaphoreTelemetryName =
   | 'acquired'
@@ -171,182 +183,64 @@ export type SemaphoreEmitted = ReplyEvent<unknown> | NotifyEvent<SlotMessage> | 
 
 const RANK: Readonly<Record<string, number>> = { interactive: 0, high: 1, normal: 2, low: 3 };
 const INTERACTIVE = 0;
-const LOWEST = ADMISSION_CLASSES.length - 1;
 
-/** One participant: a waiter linked into its class FIFO, then (same object) a holder. */
-export interface Slot {
-  readonly id: string;
-  readonly rank: number;
-  /** When it asked; equal to `grantedAt` for an immediate grant. */
-  readonly queuedAt: number;
-  grantedAt: number;
-  /** A holder running only for the store (`orphaned`): it may be preempted. */
-  yieldable: boolean;
-  /** A yieldable holder already told `preempted` (counted in `SlotTable.preempted`). */
-  preempted: boolean;
-  prev: Slot | undefined;
-  next: Slot | undefined;
+/**
+ * What one step reads of the world. A sender may stamp it on any event (`step`); then the step
+ * reads nothing else, and `transition()` on that event is a function of its arguments.
+ */
+export interface SemaphoreStep {
+  /** Monotonic ms: when the step happens. Every time the step records is this one. */
+  readonly at: number;
+  /** The limits in force for the whole step. */
+  readonly limits: SemaphoreLimits;
+  /** Which telemetry events the step builds (`observedMask`). @default all of them */
+  readonly observed?: number;
 }
 
-/** Holders and waiters, mutated in place by the machine's steps only; see the header. */
-export class SlotTable {
-  readonly holders = new Map<string, Slot>();
-  readonly waiters = new Map<string, Slot>();
-  /** Oldest waiter of each class, indexed by rank. */
-  readonly heads: (Slot | undefined)[] = [undefined, undefined, undefined, undefined];
-  /** Newest waiter of each class, indexed by rank. */
-  readonly tails: (Slot | undefined)[] = [undefined, undefined, undefined, undefined];
-  readonly depths: number[] = [0, 0, 0, 0];
-  /** Holders marked yieldable, and how many of them were told `preempted`: O(1) checks. */
-  yieldable = 0;
-  preempted = 0;
-  /** Ring of the last `HOLD_SAMPLES` hold durations (ms). */
-  readonly samples = new Float64Array(HOLD_SAMPLES);
-  sampleCount = 0;
-  sampleNext = 0;
+const TELEMETRY_BIT: Readonly<Record<SemaphoreTelemetryName, number>> = {
+  acquired: 1,
+  queued: 2,
+  rejected: 4,
+  released: 8,
+  abandoned: 16,
+  displaced: 32,
+  preempted: 64,
+};
+const ALL_OBSERVED = 127;
 
-  /** Appends a waiter to its class FIFO. */
-  enqueue(slot: Slot): void {
-    const tail = this.tails[slot.rank];
-    slot.prev = tail;
-    slot.next = undefined;
-    if (tail) tail.next = slot;
-    else this.heads[slot.rank] = slot;
-    this.tails[slot.rank] = slot;
-    this.depths[slot.rank]!++;
-    this.waiters.set(slot.id, slot);
+/** The `observed` mask of a step from a filter: what a stamping sender writes. */
+export function observedMask(wants: (event: SemaphoreTelemetryName) => boolean): number {
+  let mask = 0;
+  for (const [name, bit] of Object.entries(TELEMETRY_BIT)) {
+    if (wants(name as SemaphoreTelemetryName)) mask |= bit;
   }
-
-  /** Unlinks a waiter wherever it sits in its FIFO: O(1), and no tombstone is left. */
-  unlink(slot: Slot): void {
-    if (slot.prev) slot.prev.next = slot.next;
-    else this.heads[slot.rank] = slot.next;
-    if (slot.next) slot.next.prev = slot.prev;
-    else this.tails[slot.rank] = slot.prev;
-    slot.prev = slot.next = undefined;
-    this.depths[slot.rank]!--;
-    this.waiters.delete(slot.id);
-  }
-
-  /** Removes a holder, keeping the yieldable/preempted counts right. */
-  removeHolder(slot: Slot): void {
-    this.holders.delete(slot.id);
-    this.setYieldable(slot, false);
-  }
-
-  /** Marks or unmarks a holder as yieldable; unmarking also forgets a preemption sent to it. */
-  setYieldable(slot: Slot, yieldable: boolean): void {
-    if (slot.yieldable === yieldable) return;
-    slot.yieldable = yieldable;
-    this.yieldable += yieldable ? 1 : -1;
-    if (!yieldable && slot.preempted) {
-      slot.preempted = false;
-      this.preempted--;
-    }
-  }
-
-  /**
-   * The yieldable holder not yet preempted that was granted last: it has rendered the least,
-   * so cancelling it wastes the least work, and older orphans, nearer their commit, finish.
-   * O(capacity), and only called while some holder is yieldable.
-   */
-  preemptionVictim(): Slot | undefined {
-    let victim: Slot | undefined;
-    for (const slot of this.holders.values()) {
-      if (!slot.yieldable || slot.preempted) continue;
-      if (victim === undefined || slot.grantedAt >= victim.grantedAt) victim = slot;
-    }
-    return victim;
-  }
-
-  /**
-   * Gives `from`'s place (a held slot, or a place in its FIFO) to `to`, keeping its class and
-   * times: occupancy never changes, so no other participant can be granted in between.
-   */
-  rename(from: string, to: string): 'holder' | 'waiter' | undefined {
-    const held = this.holders.get(from);
-    if (held) {
-      this.holders.delete(from);
-      this.holders.set(to, { ...held, id: to, prev: undefined, next: undefined });
-      return 'holder';
-    }
-    const waiting = this.waiters.get(from);
-    if (!waiting) return undefined;
-    const moved: Slot = { ...waiting, id: to };
-    if (moved.prev) moved.prev.next = moved;
-    else this.heads[moved.rank] = moved;
-    if (moved.next) moved.next.prev = moved;
-    else this.tails[moved.rank] = moved;
-    this.waiters.delete(from);
-    this.waiters.set(to, moved);
-    return 'waiter';
-  }
-
-  /** The oldest waiter of the highest non-empty class. */
-  nextWaiter(): Slot | undefined {
-    for (let rank = INTERACTIVE; rank <= LOWEST; rank++) {
-      const head = this.heads[rank];
-      if (head) return head;
-    }
-    return undefined;
-  }
-
-  /** The newest waiter of the lowest class strictly below `rank`; never an interactive one. */
-  victimFor(rank: number): Slot | undefined {
-    for (let candidate = LOWEST; candidate > rank && candidate > INTERACTIVE; candidate--) {
-      const tail = this.tails[candidate];
-      if (tail) return tail;
-    }
-    return undefined;
-  }
-
-  recordHold(ms: number): void {
-    this.samples[this.sampleNext] = ms;
-    this.sampleNext = (this.sampleNext + 1) % HOLD_SAMPLES;
-    if (this.sampleCount < HOLD_SAMPLES) this.sampleCount++;
-  }
-
-  averageHoldMs(): number {
-    if (this.sampleCount === 0) return DEFAULT_HOLD_MS;
-    let sum = 0;
-    for (let i = 0; i < this.sampleCount; i++) sum += this.samples[i]!;
-    return sum / this.sampleCount;
-  }
-
-  /** Waiter ids in grant order, walking the FIFOs (O(queue); tests and debugging). */
-  queueOrder(): string[] {
-    const ids: string[] = [];
-    for (let rank = INTERACTIVE; rank <= LOWEST; rank++) {
-      for (let slot = this.heads[rank]; slot; slot = slot.next) ids.push(slot.id);
-    }
-    return ids;
-  }
-
-  /** A deep copy, for a pure `transition()` test to consume instead of the original. */
-  clone(): SlotTable {
-    const copy = new SlotTable();
-    for (const [id, slot] of this.holders) copy.holders.set(id, { ...slot });
-    copy.yieldable = this.yieldable;
-    copy.preempted = this.preempted;
-    for (let rank = INTERACTIVE; rank <= LOWEST; rank++) {
-      for (let slot = this.heads[rank]; slot; slot = slot.next) copy.enqueue({ ...slot });
-    }
-    copy.samples.set(this.samples);
-    copy.sampleCount = this.sampleCount;
-    copy.sampleNext = this.sampleNext;
-    return copy;
-  }
+  return mask;
 }
 
-/** Where limits and time come from: fixed at start; the provider inside is read per use. */
+/**
+ * The step being handled: its event and what it read. One per machine, reused: reading the
+ * world allocates nothing, and every guard and action of a step sees the same values.
+ */
+interface Reading {
+  /** The event this reading belongs to; `undefined` between steps. */
+  event: SemaphoreEvent | undefined;
+  at: number;
+  limits: SemaphoreLimits;
+  /** The stamped mask, or -1: ask the filter per event built (an unstamped step). */
+  observed: number;
+}
+
+/** Where limits and time come from: fixed at start; the provider inside is read once per step. */
 export interface SemaphoreConfig {
   readonly pinned: Partial<SemaphoreLimits>;
-  /** The limits when there is no provider: one frozen object instead of one per operation. */
+  /** The limits when there is no provider: one frozen object instead of one per step. */
   readonly fixed: SemaphoreLimits | undefined;
   readonly limits: (() => SemaphoreLimits) | undefined;
   readonly now: () => number;
   /** Whether anyone wants this telemetry event now; see `SemaphoreInput.telemetry`. */
   readonly wants: (event: SemaphoreTelemetryName) => boolean;
+  /** The current step's reading (see `readingOf`); a cache, never a decision. */
+  readonly reading: Reading;
 }
 
 export interface SemaphoreContext {
@@ -354,7 +248,7 @@ export interface SemaphoreContext {
   readonly config: SemaphoreConfig;
 }
 
-/** The limits in force for this operation: pinned values win over the provider's. */
+/** The limits in force now: pinned values win over the provider's. Reads the provider. */
 export function limitsOf({ pinned, fixed, limits }: SemaphoreConfig): SemaphoreLimits {
   if (fixed !== undefined) return fixed;
   const read = limits!();
@@ -365,10 +259,38 @@ export function limitsOf({ pinned, fixed, limits }: SemaphoreConfig): SemaphoreL
   };
 }
 
-const capacityOf = (config: SemaphoreConfig): number =>
-  config.pinned.capacity ?? config.limits!().capacity;
-const queueSizeOf = (config: SemaphoreConfig): number =>
-  config.pinned.queueSize ?? config.limits!().queueSize;
+/**
+ * The step's reading: the event's own `step` if stamped, else the clock and the provider read
+ * once, when the step first needs them; every later guard and action of the step gets the
+ * same object. The action that ends the step calls `endStep`, so a sender that reuses an event
+ * object later reads the world afresh.
+ */
+function readingOf(config: SemaphoreConfig, event: SemaphoreEvent): Reading {
+  const reading = config.reading;
+  if (reading.event === event) return reading;
+  reading.event = event;
+  const { step } = event;
+  if (step !== undefined) {
+    reading.at = step.at;
+    reading.limits = step.limits;
+    reading.observed = step.observed ?? ALL_OBSERVED;
+  } else {
+    reading.at = config.now();
+    reading.limits = limitsOf(config);
+    reading.observed = -1;
+  }
+  return reading;
+}
+
+function endStep(config: SemaphoreConfig): void {
+  config.reading.event = undefined;
+}
+
+/** Whether the step builds this telemetry event: the stamped mask, else the filter now. */
+function observes(config: SemaphoreConfig, name: SemaphoreTelemetryName): boolean {
+  const { observed } = config.reading;
+  return observed === -1 ? config.wants(name) : (observed & TELEMETRY_BIT[name]) !== 0;
+}
 
 /**
  * Seconds to come back after: mean hold × (depth + 1) ÷ capacity, rounded up, clamped to
@@ -376,7 +298,7 @@ const queueSizeOf = (config: SemaphoreConfig): number =>
  */
 export function estimateRetryAfterS(table: SlotTable, limits: SemaphoreLimits): number {
   const seconds = Math.ceil(
-    (table.averageHoldMs() * (table.waiters.size + 1)) / Math.max(1, limits.capacity) / 1_000,
+    (table.averageHoldMs() * (table.queued + 1)) / Math.max(1, limits.capacity) / 1_000,
   );
   return Math.min(Math.max(seconds, 1), limits.renderTimeoutS);
 }
@@ -393,17 +315,16 @@ function telemetry(
   measurements: SemaphoreMeasurements;
   metadata: SemaphoreTelemetry['metadata'];
 } {
-  const depths = table.depths;
   return {
     type: 'telemetry',
     event,
     measurements: {
-      held: table.holders.size,
-      queued: table.waiters.size,
-      queued_interactive: depths[0]!,
-      queued_high: depths[1]!,
-      queued_normal: depths[2]!,
-      queued_low: depths[3]!,
+      held: table.held,
+      queued: table.queued,
+      queued_interactive: table.depth(0),
+      queued_high: table.depth(1),
+      queued_normal: table.depth(2),
+      queued_low: table.depth(3),
     },
     metadata: {
       capacity: limits.capacity,
@@ -434,45 +355,34 @@ function rankOf(event: RequestEvent): number {
   return rank;
 }
 
-function newSlot(id: string, rank: number, now: number): Slot {
-  return {
-    id,
-    rank,
-    queuedAt: now,
-    grantedAt: now,
-    yieldable: false,
-    preempted: false,
-    prev: undefined,
-    next: undefined,
-  };
-}
-
 /**
  * Grant-next: while a slot is free and someone waits, the oldest waiter of the highest class
  * becomes a holder and is told so. Usually one grant; several when capacity was raised.
  */
 function grantWaiters(out: SemaphoreOutbox, { table, config }: SemaphoreContext): void {
+  const { at, limits } = config.reading;
   for (;;) {
-    const limits = limitsOf(config);
-    if (table.holders.size >= limits.capacity) return;
-    const slot = table.nextWaiter();
+    const slot = table.grantNext(at, limits.capacity);
     if (slot === undefined) return;
-    table.unlink(slot);
-    slot.grantedAt = config.now();
-    table.holders.set(slot.id, slot);
     out.emit({ type: 'notify', to: slot.id, message: GRANT_MESSAGE });
-    if (!config.wants('acquired')) continue;
+    if (!observes(config, 'acquired')) continue;
     const acquired = telemetry(table, limits, 'acquired', slot.rank);
     acquired.measurements.wait = slot.grantedAt - slot.queuedAt;
     out.emit(acquired);
   }
 }
 
-function enqueueWaiter(out: SemaphoreOutbox, context: SemaphoreContext, event: RequestEvent) {
+/** After `id` joined the queue: its telemetry and reply, then any preemption it calls for. */
+function queuedReply(
+  out: SemaphoreOutbox,
+  context: SemaphoreContext,
+  event: RequestEvent,
+  rank: number,
+): void {
   const { table, config } = context;
-  const slot = newSlot(event.id, rankOf(event), config.now());
-  table.enqueue(slot);
-  if (config.wants('queued')) out.emit(telemetry(table, limitsOf(config), 'queued', slot.rank));
+  if (observes(config, 'queued')) {
+    out.emit(telemetry(table, config.reading.limits, 'queued', rank));
+  }
   answer(out, event, QUEUED);
   preemptOrphans(out, context);
 }
@@ -482,19 +392,14 @@ function enqueueWaiter(out: SemaphoreOutbox, context: SemaphoreContext, event: R
  * serve, the last-granted orphan not yet asked is told `preempted`. O(1) when none is marked.
  */
 function preemptOrphans(out: SemaphoreOutbox, { table, config }: SemaphoreContext): void {
-  if (table.yieldable === table.preempted) return;
+  const { at, limits } = config.reading;
   for (;;) {
-    const limits = limitsOf(config);
-    const free = Math.max(0, limits.capacity - table.holders.size);
-    if (table.waiters.size <= free + table.preempted) return;
-    const victim = table.preemptionVictim();
+    const victim = table.preemptNext(limits.capacity);
     if (victim === undefined) return;
-    victim.preempted = true;
-    table.preempted++;
     out.emit({ type: 'notify', to: victim.id, message: PREEMPT_MESSAGE });
-    if (!config.wants('preempted')) continue;
+    if (!observes(config, 'preempted')) continue;
     const preempted = telemetry(table, limits, 'preempted', victim.rank);
-    preempted.measurements.duration = config.now() - victim.grantedAt;
+    preempted.measurements.duration = at - victim.grantedAt;
     out.emit(preempted);
   }
 }
@@ -502,17 +407,16 @@ function preemptOrphans(out: SemaphoreOutbox, { table, config }: SemaphoreContex
 /** Removes a holder (release or gone), records its hold, and grants what that frees. */
 function releaseHolder(out: SemaphoreOutbox, context: SemaphoreContext, event: IdEvent): void {
   const { table, config } = context;
-  const slot = table.holders.get(event.id)!;
-  table.removeHolder(slot);
-  const duration = config.now() - slot.grantedAt;
-  table.recordHold(duration);
-  if (config.wants('released')) {
-    const released = telemetry(table, limitsOf(config), 'released', slot.rank);
-    released.measurements.duration = duration;
+  const { at, limits } = readingOf(config, event);
+  const slot = table.release(event.id, at)!;
+  if (observes(config, 'released')) {
+    const released = telemetry(table, limits, 'released', slot.rank);
+    released.measurements.duration = at - slot.grantedAt;
     out.emit(released);
   }
   grantWaiters(out, context);
   answer(out, event, OK);
+  endStep(config);
 }
 
 /** Removes a waiter from its FIFO (release or gone). Nothing is granted: no slot was freed. */
@@ -521,12 +425,11 @@ function dropWaiter(
   { table, config }: SemaphoreContext,
   event: IdEvent,
 ): void {
-  const slot = table.waiters.get(event.id)!;
-  table.unlink(slot);
-  if (config.wants('abandoned')) {
-    out.emit(telemetry(table, limitsOf(config), 'abandoned', slot.rank));
-  }
+  const { limits } = readingOf(config, event);
+  const slot = table.drop(event.id)!;
+  if (observes(config, 'abandoned')) out.emit(telemetry(table, limits, 'abandoned', slot.rank));
   answer(out, event, OK);
+  endStep(config);
 }
 
 export const semaphoreMachine = setup({
@@ -537,76 +440,92 @@ export const semaphoreMachine = setup({
     emitted: {} as SemaphoreEmitted,
   },
   guards: {
-    isKnown: ({ context, event }) => {
-      const { id } = event as IdEvent;
-      return context.table.holders.has(id) || context.table.waiters.has(id);
-    },
-    isHolder: ({ context, event }) => context.table.holders.has((event as IdEvent).id),
-    isWaiter: ({ context, event }) => context.table.waiters.has((event as IdEvent).id),
+    isKnown: ({ context, event }) => context.table.knows((event as IdEvent).id),
+    isHolder: ({ context, event }) => context.table.holds((event as IdEvent).id),
+    isWaiter: ({ context, event }) => context.table.waits((event as IdEvent).id),
     /** `from` holds or waits, and `to` is nobody yet. */
     transferable: ({ context: { table }, event }) => {
       const { from, to } = event as TransferEvent;
-      const known = (id: string) => table.holders.has(id) || table.waiters.has(id);
-      return known(from) && !known(to);
+      return table.knows(from) && !table.knows(to);
     },
     /** A slot is free and nobody is waiting for it. */
-    slotFree: ({ context: { table, config } }) =>
-      table.waiters.size === 0 && table.holders.size < capacityOf(config),
+    slotFree: ({ context: { table, config }, event }) =>
+      table.queued === 0 && table.held < readingOf(config, event).limits.capacity,
     /** A slot is free but someone waits: only after a raise of capacity. */
-    slotsOwed: ({ context: { table, config } }) => table.holders.size < capacityOf(config),
-    queueHasRoom: ({ context: { table, config } }) => table.waiters.size < queueSizeOf(config),
+    slotsOwed: ({ context: { table, config }, event }) =>
+      table.held < readingOf(config, event).limits.capacity,
+    queueHasRoom: ({ context: { table, config }, event }) =>
+      table.queued < readingOf(config, event).limits.queueSize,
     outranksAWaiter: ({ context, event }) =>
-      context.table.victimFor(rankOf(event as RequestEvent)) !== undefined,
+      context.table.canDisplaceFor(rankOf(event as RequestEvent)),
   },
   actions: {
     answerAlreadyHeld: enqueueActions(({ event, enqueue }) => answer(enqueue, event, ALREADY_HELD)),
-    /** Serves the waiters first, then handles the same request again. */
+    /**
+     * Serves the waiters first, then handles the same request again, in the same step: the
+     * reading stays, so the reconsidered request sees the limits the grants saw.
+     */
     grantOwedThenReconsider: enqueueActions(({ context, event, enqueue }) => {
+      readingOf(context.config, event);
       grantWaiters(enqueue, context);
       enqueue.raise(event);
     }),
     grant: enqueueActions(({ context: { table, config }, event, enqueue }) => {
-      const { id } = event as RequestEvent;
-      const slot = newSlot(id, rankOf(event as RequestEvent), config.now());
-      table.holders.set(id, slot);
-      if (config.wants('acquired')) {
-        const acquired = telemetry(table, limitsOf(config), 'acquired', slot.rank);
+      const { at, limits } = readingOf(config, event);
+      const slot = table.grant(
+        (event as RequestEvent).id,
+        rankOf(event as RequestEvent),
+        at,
+        limits.capacity,
+      );
+      if (observes(config, 'acquired')) {
+        const acquired = telemetry(table, limits, 'acquired', slot.rank);
         acquired.measurements.wait = 0;
         enqueue.emit(acquired);
       }
       answer(enqueue, event, GRANTED);
+      endStep(config);
     }),
-    enqueue: enqueueActions(({ context, event, enqueue }) =>
-      enqueueWaiter(enqueue, context, event as RequestEvent),
-    ),
+    enqueue: enqueueActions(({ context, event, enqueue }) => {
+      const { table, config } = context;
+      const request = event as RequestEvent;
+      const { at, limits } = readingOf(config, event);
+      const rank = rankOf(request);
+      table.enqueue(request.id, rank, at, limits);
+      queuedReply(enqueue, context, request, rank);
+      endStep(config);
+    }),
     /** The victim's Retry-After counts the queue after it left, before the arrival joins. */
     displaceAndEnqueue: enqueueActions(({ context, event, enqueue }) => {
       const { table, config } = context;
-      const limits = limitsOf(config);
-      const victim = table.victimFor(rankOf(event as RequestEvent))!;
-      table.unlink(victim);
-      const retryAfterS = estimateRetryAfterS(table, limits);
-      enqueue.emit({
-        type: 'notify',
-        to: victim.id,
-        message: { type: 'displaced', retryAfterS },
-      });
-      if (config.wants('displaced')) {
+      const request = event as RequestEvent;
+      const { at, limits } = readingOf(config, event);
+      const rank = rankOf(request);
+      table.displace(request.id, rank, at, limits.capacity, (victim) => {
+        const retryAfterS = estimateRetryAfterS(table, limits);
+        enqueue.emit({
+          type: 'notify',
+          to: victim.id,
+          message: { type: 'displaced', retryAfterS },
+        });
+        if (!observes(config, 'displaced')) return;
         const displaced = telemetry(table, limits, 'displaced', victim.rank);
         displaced.measurements.retry_after = retryAfterS;
         enqueue.emit(displaced);
-      }
-      enqueueWaiter(enqueue, context, event as RequestEvent);
+      });
+      queuedReply(enqueue, context, request, rank);
+      endStep(config);
     }),
     refuse: enqueueActions(({ context: { table, config }, event, enqueue }) => {
-      const limits = limitsOf(config);
+      const { limits } = readingOf(config, event);
       const retryAfterS = estimateRetryAfterS(table, limits);
-      if (config.wants('rejected')) {
+      if (observes(config, 'rejected')) {
         const rejected = telemetry(table, limits, 'rejected', rankOf(event as RequestEvent));
         rejected.measurements.retry_after = retryAfterS;
         enqueue.emit(rejected);
       }
       answer(enqueue, event, { type: 'queue_full', retryAfterS });
+      endStep(config);
     }),
     releaseHolder: enqueueActions(({ context, event, enqueue }) =>
       releaseHolder(enqueue, context, event as IdEvent),
@@ -617,40 +536,50 @@ export const semaphoreMachine = setup({
     answerOk: enqueueActions(({ event, enqueue }) => answer(enqueue, event, OK)),
     transfer: enqueueActions(({ context, event, enqueue }) => {
       const { from, to } = event as TransferEvent;
-      const as = context.table.rename(from, to)!;
+      const as = context.table.transfer(from, to)!;
       answer(enqueue, event, { type: 'transferred', as });
     }),
     /** Marks the holder yieldable, then lets it yield at once if a waiter is owed a slot. */
     markOrphaned: enqueueActions(({ context, event, enqueue }) => {
-      const { table } = context;
-      table.setYieldable(table.holders.get((event as IdEvent).id)!, true);
+      const { table, config } = context;
+      readingOf(config, event);
+      table.orphan((event as IdEvent).id);
       preemptOrphans(enqueue, context);
       answer(enqueue, event, OK);
+      endStep(config);
     }),
     /** Unmarks it; a preemption it had been sent is forgotten, so another orphan is asked. */
     markAdopted: enqueueActions(({ context, event, enqueue }) => {
-      const { table } = context;
-      table.setYieldable(table.holders.get((event as IdEvent).id)!, false);
+      const { table, config } = context;
+      readingOf(config, event);
+      table.adopt((event as IdEvent).id);
       preemptOrphans(enqueue, context);
       answer(enqueue, event, OK);
+      endStep(config);
     }),
     answerUnknown: enqueueActions(({ event, enqueue }) =>
       answer(enqueue, event, { type: 'unknown' }),
     ),
-    answerRetryAfter: enqueueActions(({ context, event, enqueue }) =>
-      answer(enqueue, event, estimateRetryAfterS(context.table, limitsOf(context.config))),
-    ),
+    answerRetryAfter: enqueueActions(({ context: { table, config }, event, enqueue }) => {
+      answer(enqueue, event, estimateRetryAfterS(table, readingOf(config, event).limits));
+      endStep(config);
+    }),
     answerStats: enqueueActions(({ context: { table, config }, event, enqueue }) => {
-      const limits = limitsOf(config);
-      const [interactive, high, normal, low] = table.depths as [number, number, number, number];
+      const { limits } = readingOf(config, event);
       const stats: SemaphoreStats = {
-        held: table.holders.size,
-        queued: table.waiters.size,
+        held: table.held,
+        queued: table.queued,
         capacity: limits.capacity,
         queueSize: limits.queueSize,
-        queuedByClass: { interactive, high, normal, low },
+        queuedByClass: {
+          interactive: table.depth(0),
+          high: table.depth(1),
+          normal: table.depth(2),
+          low: table.depth(3),
+        },
       };
       answer(enqueue, event, stats);
+      endStep(config);
     }),
   },
 }).createMachine({
@@ -726,14 +655,28 @@ function contextFrom(input: SemaphoreInput): SemaphoreContext {
       limits,
       now: input.now ?? (() => performance.now()),
       wants: input.telemetry ?? ALWAYS,
+      reading: { event: undefined, at: 0, limits: fixed ?? EMPTY_LIMITS, observed: -1 },
     },
   };
 }
 
-/** The same snapshot over a deep copy of its table: feed this to `transition()`. */
+const EMPTY_LIMITS: SemaphoreLimits = Object.freeze({
+  capacity: 0,
+  queueSize: 0,
+  renderTimeoutS: DEFAULT_RENDER_TIMEOUT_S,
+});
+
+/**
+ * The same snapshot over a deep copy of its table (and a reading of its own): feed this to
+ * `transition()`, which mutates the table it is given.
+ */
 export function cloneSemaphoreSnapshot<S extends { context: SemaphoreContext }>(snapshot: S): S {
+  const { table, config } = snapshot.context;
   return {
     ...snapshot,
-    context: { ...snapshot.context, table: snapshot.context.table.clone() },
+    context: {
+      table: table.clone(),
+      config: { ...config, reading: { ...config.reading, event: undefined } },
+    },
   };
 }

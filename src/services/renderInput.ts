@@ -8,15 +8,25 @@
  * - **ffmpeg never sees the source's path or URL.** The argv names `FD_INPUT` (the descriptor the
  *   child inherits as fd 3); the proxy opens the source at submission through `openInput`. A
  *   source with no opener is refused with a `TypeError`, before any slot is asked for.
+ * - **An exact WAV is sized before it runs** (`exactWavLayout`): the proxy's header goes first,
+ *   and the worker fails a render whose output is not exactly the announced length. A flac of a
+ *   known sample count carries it in its STREAMINFO from the first byte (`flacTotalSamples`).
  * - **Peaks decode at the probed rate**, or at `PEAKS_FALLBACK_RATE_HZ` when the probe named
  *   none; the frame budget comes from the probed duration (0 when unknown).
  */
 import type { Config } from '../config/index.js';
 import type { RenderRequest } from '../core/request.js';
 import type { RenderWorkerInput } from '../core/worker.js';
-import { buildPeaksDecodeArgv, buildRenderArgv, FD_INPUT_PATH } from '../workers/argv.js';
+import {
+  buildPeaksDecodeArgv,
+  buildRenderArgv,
+  exactSamples,
+  exactWavLayout,
+  FD_INPUT_PATH,
+} from '../workers/argv.js';
 import { peaksFrameBudget } from '../workers/peaks.js';
 import type { WorkerPool } from '../workers/pool.js';
+import { wavHeader } from '../workers/wavHeader.js';
 
 /** What every ffmpeg/ffprobe run reads: the source descriptor the child inherits as fd 3. */
 export const FD_INPUT = { url: FD_INPUT_PATH, kind: 'local' } as const;
@@ -27,6 +37,19 @@ export const PEAKS_FALLBACK_RATE_HZ = 44_100;
 /** The Render's input, plus the label the live view shows for it (the argv names only fd 3). */
 export type RenderInputSpec = RenderWorkerInput<WorkerPool> & { readonly source: string };
 
+/** What the argv builders are told about `request`'s input (the same for every caller). */
+function argvInputOf(request: RenderRequest, config: Config) {
+  return { ...FD_INPUT, ...request.media, maxDurationS: config.maxDurationS };
+}
+
+/**
+ * The exact byte length `request`'s render will have, when it is known before the render (an
+ * exact WAV, `exactWavLayout`); the same layout `renderInputFor` sizes the render with.
+ */
+export function exactLengthOf(request: RenderRequest, config: Config): number | undefined {
+  return exactWavLayout(request.options, argvInputOf(request, config))?.totalBytes;
+}
+
 /** Builds the Render's input for `request` under the current `config`. */
 export function renderInputFor(
   request: RenderRequest,
@@ -34,9 +57,10 @@ export function renderInputFor(
   ffmpegPath: string,
   pool: WorkerPool,
 ): RenderInputSpec {
-  const { options, source, media } = request;
+  const { options, source } = request;
   // ffmpeg reads the descriptor the proxy opens at submission, never `source.input`'s path/URL.
-  const input = { ...FD_INPUT, ...media, maxDurationS: config.maxDurationS };
+  const input = argvInputOf(request, config);
+  const media = request.media;
   const open = source.open;
   if (open === undefined) throw new TypeError('renderInputFor: the source has no opener');
   // What the live view shows as the input: the argv only names the descriptor.
@@ -48,7 +72,18 @@ export function renderInputFor(
     openInput: open,
   };
   if (options.format !== 'peaks') {
-    return { spec: { ...spec, argv: buildRenderArgv(options, input) }, pool, source: label };
+    const exact = exactWavLayout(options, input);
+    const samples = options.format === 'flac' ? exactSamples(options, input)?.samples : undefined;
+    const sized = exact
+      ? { prefix: wavHeader(exact), exactBytes: exact.totalBytes }
+      : samples !== undefined
+        ? { flacTotalSamples: samples }
+        : {};
+    return {
+      spec: { ...spec, ...sized, argv: buildRenderArgv(options, input) },
+      pool,
+      source: label,
+    };
   }
   // Peaks: ffmpeg decodes to PCM at the source's rate; the worker reduces it to one chunk.
   const sampleRate = media?.sampleRate ?? PEAKS_FALLBACK_RATE_HZ;

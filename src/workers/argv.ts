@@ -8,7 +8,8 @@
  * ## Invariants
  * - **Fixed shape.** Baseline flags, the input protocol whitelist, input-side seek (`-ss`/`-t`
  *   before `-i`, so only the trimmed region is decoded and it starts at t=0),
- *   the input, `-vn -sn -dn`, the filter chain, `-ac`, codec arguments, the output bound, `-f <muxer> pipe:1`.
+ *   the input, `-vn -sn -dn`, the filter chain, `-ac`, codec arguments, the output bound, the
+ *   output's block writes (`OUTPUT_WRITES`), `-f <muxer> pipe:1`.
  *   The argv depends only on the options and the source (with its probe), never on the moment.
  * - **No URL byte becomes a flag.** The input is one argv element after `-i`; a local path is
  *   prefixed `file:` so a name such as `concat:a|b` or `https:x` stays a file name. Every flag
@@ -64,7 +65,30 @@ export interface ArgvInput {
   readonly channels?: number;
   /** Longest output in seconds (`AP_MAX_DURATION_S`): `-t` before the muxer. */
   readonly maxDurationS?: number;
+  /** The source's duration in seconds (probe). What makes a PCM render's length exact. */
+  readonly duration?: number;
 }
+
+/**
+ * A PCM WAV render whose length is fixed before ffmpeg runs: `samples` frames of `channels` ×
+ * `bits` at `sampleRate`, behind the proxy's own 44-byte header (`workers/wavHeader.ts`).
+ */
+export interface ExactWavLayout {
+  readonly sampleRate: number;
+  readonly channels: number;
+  readonly bits: 16 | 24 | 32;
+  /** IEEE float samples (`bd:32f`), else signed integers. */
+  readonly float: boolean;
+  /** Sample frames in the data chunk. */
+  readonly samples: number;
+  /** Header plus data: what `Content-Length` announces and the store keeps. */
+  readonly totalBytes: number;
+}
+
+/** The header the proxy writes in front of an exact WAV render's PCM. */
+export const WAV_HEADER_BYTES = 44;
+/** RIFF sizes are 32-bit: a longer render keeps ffmpeg's own (streamed, unsized) header. */
+const RIFF_MAX_DATA_BYTES = 0xffff_ffff - (WAV_HEADER_BYTES - 8);
 
 /** What the peaks reducer was built for: the decode must produce exactly this interleaving. */
 export interface PeaksDecodeShape {
@@ -278,6 +302,8 @@ const WAV_ENCODERS = { '16': 'pcm_s16le', '24': 'pcm_s24le', '32f': 'pcm_f32le' 
 const FLAC_SAMPLE_FORMATS = { '16': 's16', '24': 's32' } as const;
 /** ffmpeg's own ceiling (`-ac`, channel layouts); a probe claiming more cannot be encoded. */
 export const MAX_CHANNELS = 64;
+/** The raw muxer an exact WAV render writes its PCM with (the proxy writes the header). */
+const RAW_PCM_MUXERS = { pcm_s16le: 's16le', pcm_s24le: 's24le', pcm_f32le: 'f32le' } as const;
 const PEAKS_PCM_ENCODER = 'pcm_s16le';
 const PEAKS_PCM_MUXER = 's16le';
 
@@ -307,8 +333,26 @@ export const ARGV_FLAGS: Readonly<Record<string, 0 | 1>> = Object.freeze({
   '-sample_fmt': 1,
   '-movflags': 1,
   '-frag_duration': 1,
+  '-flush_packets': 1,
+  '-blocksize': 1,
   '-f': 1,
 });
+
+/**
+ * How ffmpeg writes to the pipe: in blocks of `OUTPUT_BLOCK_BYTES`, not one write per packet.
+ * By default (`flush_packets` auto) a muxer flushes after every packet: an mp3 at 128 kb/s is
+ * 2,299 writes of 418 bytes for 60 s, and every write wakes the worker thread that reads it.
+ * With these flags the same render is 59 writes, and the bytes still leave as they are encoded
+ * (16 KiB is 1 s of a 128 kb/s mp3, 4 s of a 32 kb/s opus; the tail is flushed at the end).
+ * `bench/cpu.ts` measures what this saves.
+ */
+export const OUTPUT_BLOCK_BYTES = 16 * 1024;
+const OUTPUT_WRITES: readonly string[] = [
+  '-flush_packets',
+  '0',
+  '-blocksize',
+  String(OUTPUT_BLOCK_BYTES),
+];
 
 /** The input protocol whitelist: `file` only, whatever the source was (see the header). */
 export function protocolWhitelist(input: Pick<ArgvInput, 'url' | 'kind'>): string {
@@ -354,16 +398,89 @@ export function buildRenderArgv(options: RenderOptions, input: ArgvInput): strin
     sourceChannels(input),
     channels.length === 0 ? undefined : Number(channels[1]),
   );
+  // A lossless render of a known length is cut or padded to its exact sample count; an exact
+  // WAV is written raw, behind the proxy's header (`wavHeader.ts`).
+  const exact = exactSamples(options, input);
+  const tail = exact
+    ? [`apad=whole_len=${exact.samples}`, `atrim=end_sample=${exact.samples}`]
+    : trimPad(options, chainHz);
+  const muxer = exactWavLayout(options, input)
+    ? RAW_PCM_MUXERS[encoder(format, options, input) as keyof typeof RAW_PCM_MUXERS]
+    : MUXERS[format];
   return [
     ...head(options, input),
-    ...filterArgs(options, rate, trimPad(options, chainHz), fold),
+    ...filterArgs(options, rate, tail, fold),
     ...channels,
     ...codecArgs(format, options, input, chainHz),
     ...outputBound(input),
+    ...OUTPUT_WRITES,
     '-f',
-    MUXERS[format],
+    muxer,
     'pipe:1',
   ];
+}
+
+/**
+ * The exact sample count of a lossless render (`f:wav`, `f:flac`) of `input`, with the rate and
+ * channel count it is coded at, or undefined when it cannot be known before the render (no
+ * probed rate, channel count or duration). The count is the trimmed window (`t:`; past the
+ * source's end, the trim pad's silence) at the output rate, bounded by `maxDurationS`;
+ * `buildRenderArgv` pads or cuts the PCM to exactly it, so it is true by construction even
+ * where the probe's duration is an estimate (a VBR mp3 source): at most the last few
+ * milliseconds are cut, or padded with silence.
+ */
+export function exactSamples(
+  options: RenderOptions,
+  input: ArgvInput,
+):
+  | { readonly sampleRate: number; readonly channels: number; readonly samples: number }
+  | undefined {
+  const format = options.format;
+  if (format !== 'wav' && format !== 'flac') return undefined;
+  const duration = input.duration;
+  if (duration === undefined || !Number.isFinite(duration) || duration < 0) return undefined;
+  const sampleRate = resampleRate(format, options, input) ?? sourceRate(input);
+  const pinned = channelArgs(format, options, input);
+  const channels = pinned.length === 0 ? sourceChannels(input) : Number(pinned[1]);
+  if (sampleRate === undefined || channels === undefined) return undefined;
+  const trim = options.trim;
+  let seconds = trim
+    ? Math.max(0, Math.min(trim.duration ?? Number.POSITIVE_INFINITY, duration - trim.start))
+    : duration;
+  if (input.maxDurationS !== undefined) seconds = Math.min(seconds, input.maxDurationS);
+  let samples = Math.round(seconds * sampleRate);
+  if (trim) {
+    // The trim pad's floor (`trimPad`): a region past the end is a moment of silence.
+    const floor = Math.floor(
+      sampleRate * Math.min(TRIM_MIN_OUTPUT_S, trim.duration ?? TRIM_MIN_OUTPUT_S),
+    );
+    samples = Math.max(samples, floor);
+  }
+  if (samples < 1) return undefined;
+  return { sampleRate, channels, samples };
+}
+
+/**
+ * The exact layout of a `f:wav` render of `input` (`exactSamples`, behind the proxy's header),
+ * or undefined when its length cannot be known before the render, or is past RIFF's 4 GiB.
+ */
+export function exactWavLayout(
+  options: RenderOptions,
+  input: ArgvInput,
+): ExactWavLayout | undefined {
+  if (options.format !== 'wav') return undefined;
+  const exact = exactSamples(options, input);
+  if (exact === undefined) return undefined;
+  const codec = encoder('wav', options, input) as keyof typeof RAW_PCM_MUXERS;
+  const bits = codec === 'pcm_s16le' ? 16 : codec === 'pcm_s24le' ? 24 : 32;
+  const dataBytes = exact.samples * exact.channels * (bits / 8);
+  if (dataBytes > RIFF_MAX_DATA_BYTES) return undefined;
+  return {
+    ...exact,
+    bits,
+    float: codec === 'pcm_f32le',
+    totalBytes: WAV_HEADER_BYTES + dataBytes,
+  };
 }
 
 /**

@@ -362,11 +362,37 @@ abstract class ProcessRun<O> {
   }
 }
 
+/** STREAMINFO's sample count ends here: `fLaC`, the block header, then 18 bytes of fields. */
+const FLAC_TOTAL_SAMPLES_END = 26;
+
+/**
+ * Writes `samples` into the 36-bit total-samples field of the STREAMINFO a flac stream opens
+ * with (bytes 21-25: the low nibble of 21, then 22-25 big-endian). ffmpeg writing to a pipe
+ * leaves it 0 ("unknown"); ffprobe and players then estimate the duration. Anything that is not
+ * such a stream is left as it is.
+ */
+export function writeFlacTotalSamples(head: Uint8Array, samples: number): boolean {
+  if (head.length < FLAC_TOTAL_SAMPLES_END) return false;
+  const magic = head[0] === 0x66 && head[1] === 0x4c && head[2] === 0x61 && head[3] === 0x43;
+  if (!magic || (head[4]! & 0x7f) !== 0) return false; // block 0 must be STREAMINFO
+  if (!Number.isSafeInteger(samples) || samples < 0 || samples >= 2 ** 36) return false;
+  head[21] = (head[21]! & 0xf0) | Math.floor(samples / 2 ** 32);
+  const low = samples % 2 ** 32;
+  head[22] = (low >>> 24) & 0xff;
+  head[23] = (low >>> 16) & 0xff;
+  head[24] = (low >>> 8) & 0xff;
+  head[25] = low & 0xff;
+  return true;
+}
+
 /** Streams stdout to the sink in transferred batches under the acknowledgement window. */
 class RenderRun extends ProcessRun<RenderOutcome> {
   readonly #batchBytes: number;
   readonly #flushMs: number;
   readonly #maxBytes: number;
+  readonly #exactBytes: number | undefined;
+  /** A flac render's exact sample count, written into its STREAMINFO before the first send. */
+  readonly #flacTotalSamples: number | undefined;
   #pending: Buffer[] = [];
   #headOffset = 0;
   #pendingBytes = 0;
@@ -383,6 +409,15 @@ class RenderRun extends ProcessRun<RenderOutcome> {
     this.#batchBytes = task.batchBytes ?? BATCH_BYTES;
     this.#flushMs = task.flushMs ?? FLUSH_MS;
     this.#maxBytes = task.maxBytes ?? Number.POSITIVE_INFINITY;
+    this.#exactBytes = task.exactBytes;
+    this.#flacTotalSamples = task.flacTotalSamples;
+    if (task.prefix !== undefined && task.prefix.length > 0) {
+      // The proxy's own header (an exact WAV's): the output's first bytes, counted like ffmpeg's.
+      const prefix = Buffer.from(task.prefix.buffer, task.prefix.byteOffset, task.prefix.length);
+      this.#pending.push(prefix);
+      this.#pendingBytes += prefix.length;
+      this.#readBytes += prefix.length;
+    }
   }
 
   protected onStdout(chunk: Buffer): void {
@@ -391,6 +426,13 @@ class RenderRun extends ProcessRun<RenderOutcome> {
       this.halt({
         class: 'render_failed',
         detail: `render output exceeded the ${this.#maxBytes}-byte retention cap (AP_MAX_VARIANT_BYTES)`,
+      });
+      return;
+    }
+    if (this.#exactBytes !== undefined && this.#readBytes > this.#exactBytes) {
+      this.halt({
+        class: 'render_failed',
+        detail: `render output exceeded its announced length of ${this.#exactBytes} bytes`,
       });
       return;
     }
@@ -429,6 +471,17 @@ class RenderRun extends ProcessRun<RenderOutcome> {
   protected outcome(): RenderOutcome {
     const { status } = this.exitInfo;
     if (this.stop === null && status === 0) {
+      if (this.#exactBytes !== undefined && this.#sentBytes !== this.#exactBytes) {
+        // Short of the announced length: never a clean end a listener or the store could keep.
+        return {
+          type: 'error',
+          class: 'render_failed',
+          exitStatus: 0,
+          stderrTail: this.stderrTail,
+          bytes: this.#sentBytes,
+          detail: `render output ended at ${this.#sentBytes} of its announced ${this.#exactBytes} bytes`,
+        };
+      }
       return { type: 'done', exitStatus: 0, bytes: this.#sentBytes, stderrTail: this.stderrTail };
     }
     return this.failure(this.#sentBytes);
@@ -446,7 +499,12 @@ class RenderRun extends ProcessRun<RenderOutcome> {
       // The very first bytes go out at once: time to first byte is ffmpeg's, not ours.
       const first = this.#sentBytes === 0;
       if (!full && !first && !this.#partialDue && !this.#stdoutEnded) break;
-      this.#send(this.#take(Math.min(this.#batchBytes, this.#pendingBytes)));
+      // A flac's first batch carries its whole STREAMINFO, so the count can be written into it.
+      const patching = first && this.#flacTotalSamples !== undefined;
+      if (patching && this.#pendingBytes < FLAC_TOTAL_SAMPLES_END && !this.#stdoutEnded) break;
+      const batch = this.#take(Math.min(this.#batchBytes, this.#pendingBytes));
+      if (patching) writeFlacTotalSamples(new Uint8Array(batch), this.#flacTotalSamples!);
+      this.#send(batch);
     }
     if (this.#pendingBytes === 0) {
       this.#partialDue = false;

@@ -17,7 +17,11 @@ import {
   fromCallback,
   setup,
 } from 'xstate';
-import { type DeliveryContext, deliveryMachine } from '../../src/machines/delivery.js';
+import {
+  type DeliveryContext,
+  type DeliveryRange,
+  deliveryMachine,
+} from '../../src/machines/delivery.js';
 import { probeCoordinatorMachine } from '../../src/machines/probeCoordinator.js';
 import {
   cloneProbeLimiterSnapshot,
@@ -670,10 +674,17 @@ const registryLink: GraphModel<null> = {
 
 const DELIVERY_DEADLINE_MS = 5_000;
 
-function delivery(canHandOff: boolean): GraphModel<null> {
+/** A range and, optionally, a total known before the render (an exact WAV). */
+interface DeliveryRangeCase {
+  readonly label: string;
+  readonly range: DeliveryRange;
+  readonly totalBytes?: number;
+}
+
+function delivery(canHandOff: boolean, rangeCase?: DeliveryRangeCase): GraphModel<null> {
   return {
     name: 'delivery',
-    variant: `${canHandOff ? 'cluster mode' : 'one node'}, ${DELIVERY_DEADLINE_MS / 1000} s consumer deadline`,
+    variant: `${canHandOff ? 'cluster mode' : 'one node'}, ${DELIVERY_DEADLINE_MS / 1000} s consumer deadline${rangeCase ? `, ${rangeCase.label}` : ''}`,
     machine: deliveryMachine,
     provide: () => deliveryMachine,
     env: () => null,
@@ -681,6 +692,8 @@ function delivery(canHandOff: boolean): GraphModel<null> {
       key: 'f:mp3/local://music.flac',
       deadlineMs: DELIVERY_DEADLINE_MS,
       canHandOff,
+      ...(rangeCase ? { range: rangeCase.range } : {}),
+      ...(rangeCase?.totalBytes !== undefined ? { totalBytes: rangeCase.totalBytes } : {}),
     }),
     events: (s) =>
       samples(s, {
@@ -688,6 +701,17 @@ function delivery(canHandOff: boolean): GraphModel<null> {
           { type: 'subscribed', cache: 'MISS', started: false, backlog: Buffer.alloc(0) },
           { type: 'subscribed', cache: 'MISS', started: true, backlog: Buffer.alloc(0) },
           { type: 'subscribed', cache: 'COALESCED', started: true, backlog: Buffer.from('ab') },
+          ...(rangeCase
+            ? [
+                {
+                  type: 'subscribed',
+                  cache: 'COALESCED',
+                  started: true,
+                  backlog: Buffer.from('abcdef'),
+                  complete: true,
+                },
+              ]
+            : []),
         ],
         refused: [
           { type: 'refused', failure: { class: 'queue_full', retryAfterS: 3 } },
@@ -697,6 +721,12 @@ function delivery(canHandOff: boolean): GraphModel<null> {
         chunk: [
           { type: 'chunk', data: Buffer.from('abc') },
           { type: 'chunk', data: Buffer.alloc(0) },
+          ...(rangeCase
+            ? [
+                { type: 'chunk', data: Buffer.from('a') },
+                { type: 'chunk', data: Buffer.from('abcdef') },
+              ]
+            : []),
         ],
         done: [{ type: 'done', info: { exitStatus: 0, bytes: 3 } }],
         error: [{ type: 'error', failure: { class: 'render_failed', exitStatus: 1 } }],
@@ -709,10 +739,29 @@ function delivery(canHandOff: boolean): GraphModel<null> {
       }),
     serialize: (s) => {
       const c = s.context as DeliveryContext;
-      return json([s.value, c.cache, c.bytes > 0, c.failure?.class ?? null, c.outcome]);
+      return json([
+        s.value,
+        c.cache,
+        c.bytes > 0,
+        c.failure?.class ?? null,
+        c.outcome,
+        // Ranges: how far the stream got, capped so the walk stays finite.
+        rangeCase ? Math.min(c.position, 8) : null,
+      ]);
     },
   };
 }
+
+/** Ranges the walks take: unknown totals (closed, open, suffix, none) and a known one. */
+const DELIVERY_RANGES: readonly DeliveryRangeCase[] = [
+  { label: 'range 2-4, total unknown', range: { type: 'from', first: 2, last: 4 } },
+  { label: 'range 4-, total unknown', range: { type: 'from', first: 4 } },
+  { label: 'range -2, total unknown', range: { type: 'suffix', length: 2 } },
+  { label: 'range -0', range: { type: 'none' } },
+  { label: 'range 1-, 6 bytes known', range: { type: 'from', first: 1 }, totalBytes: 6 },
+  { label: 'no range, 6 bytes known', range: { type: 'full' }, totalBytes: 6 },
+  { label: 'no range, 1 byte known', range: { type: 'full' }, totalBytes: 1 },
+];
 
 // ---------------------------------------------------------------------------------------------
 
@@ -727,7 +776,7 @@ export const MODELS: Readonly<Record<string, readonly GraphModel<any>[]>> = {
   waitingRoom: [waitingRoom(2, 1, 0), waitingRoom(1, 1, 1_000)],
   tee: [tee],
   registryLink: [registryLink],
-  delivery: [delivery(false), delivery(true)],
+  delivery: [delivery(false), delivery(true), ...DELIVERY_RANGES.map((r) => delivery(false, r))],
 };
 
 /**

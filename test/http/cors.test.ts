@@ -12,7 +12,7 @@ import {
 } from '../../src/http/cors.js';
 
 const ORIGIN = 'https://app.example.com';
-const EXPOSE = 'x-audio-proxy, retry-after, accept-ranges, etag';
+const EXPOSE = 'x-audio-proxy, retry-after, accept-ranges, content-range, etag';
 
 describe('corsHeaders', () => {
   it('adds nothing when unset', () => {

@@ -178,11 +178,22 @@ describe('the probe gate refuses what the encoders cannot take, before admission
       const info = await get(h.url, '/insecure/info/plain/local://understated.aac');
       const claimed = (JSON.parse(info.body.toString()) as { duration: number }).duration;
       expect(claimed).toBeLessThan(10); // admitted on its word
-      const r = await get(h.url, '/insecure/f:wav/sr:8000/ch:1/plain/local://understated.aac');
+      // Not sized by the probe: a raw PCM decode, so its length is what ffmpeg wrote.
+      const r = await get(h.url, '/insecure/f:ogg/sr:8000/ch:1/plain/local://understated.aac');
       expect(r.status).toBe(200);
-      const seconds = (r.body.length - 44) / (8_000 * 2);
+      const pcm = execFileSync(
+        resolveFfmpeg({ env: process.env }).path,
+        [...['-v', 'error', '-i', 'pipe:0', '-f', 's16le', '-ac', '1', '-ar', '8000', 'pipe:1']],
+        { input: r.body, maxBuffer: 64 << 20 },
+      );
+      const seconds = pcm.length / (8_000 * 2);
       expect(seconds).toBeGreaterThan(9);
       expect(seconds).toBeLessThanOrEqual(10.05); // it decodes to 62 s without the bound
+      // A WAV is sized by the probe before it renders: cut at the claimed length, exactly.
+      const wav = await get(h.url, '/insecure/f:wav/sr:8000/ch:1/plain/local://understated.aac');
+      expect(wav.status).toBe(200);
+      expect(wav.headers['content-length']).toBe(String(wav.body.length));
+      expect(wav.body.length).toBe(44 + Math.round(claimed * 8_000) * 2);
     } finally {
       h.config.set({ maxDurationS: 21_600 });
     }

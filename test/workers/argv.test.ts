@@ -64,7 +64,8 @@ describe('buildRenderArgv: shape', () => {
       ...['-vn', '-sn', '-dn'],
       // No probe: the trim pad is counted at the lowest lossy rate (10 ms at 7350 Hz).
       ...['-af', 'afade=t=in:st=0:d=0.5,afade=t=out:st=29:d=1,apad=whole_len=73'],
-      ...['-c:a', 'libopus', '-b:a', '96k', '-t', '21600', '-f', 'ogg', 'pipe:1'],
+      ...['-c:a', 'libopus', '-b:a', '96k', '-t', '21600'],
+      ...['-flush_packets', '0', '-blocksize', '16384', '-f', 'ogg', 'pipe:1'],
     ]);
   });
 
@@ -91,8 +92,11 @@ describe('buildRenderArgv: shape', () => {
 
   it('bounds the output with -t before the muxer only when maxDurationS is given', () => {
     const bounded = buildRenderArgv(opts('f:wav'), local('/srv/a.wav', { maxDurationS: 60 }));
-    expect(bounded.slice(-5)).toEqual(['-t', '60', '-f', 'wav', 'pipe:1']);
-    expect(buildRenderArgv(opts('f:wav'), local('/srv/a.wav')).slice(-5, -3)).not.toContain('-t');
+    expect(bounded.slice(-9)).toEqual([
+      ...['-t', '60', '-flush_packets', '0', '-blocksize', '16384'],
+      ...['-f', 'wav', 'pipe:1'],
+    ]);
+    expect(buildRenderArgv(opts('f:wav'), local('/srv/a.wav')).slice(-9, -7)).not.toContain('-t');
     expect(() => buildRenderArgv(opts('f:wav'), local('/srv/a.wav', { maxDurationS: 0 }))).toThrow(
       RangeError,
     );
@@ -100,12 +104,13 @@ describe('buildRenderArgv: shape', () => {
 
   it('defaults to mp3 with no filters and no -ac', () => {
     const argv = buildRenderArgv(opts(''), local('/srv/a.wav'));
-    expect(argv.slice(-8)).toEqual([
+    expect(argv.slice(-12)).toEqual([
       '-vn',
       '-sn',
       '-dn',
       '-c:a',
       'libmp3lame',
+      ...['-flush_packets', '0', '-blocksize', '16384'],
       '-f',
       'mp3',
       'pipe:1',

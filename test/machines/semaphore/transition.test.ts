@@ -421,18 +421,9 @@ describe('Retry-After', () => {
   function tableWith(holds: number[], queued: number): SlotTable {
     const t = new SlotTable();
     for (const ms of holds) t.recordHold(ms);
-    for (let i = 0; i < queued; i++) {
-      t.enqueue({
-        id: `w${i}`,
-        rank: 0,
-        queuedAt: 0,
-        grantedAt: 0,
-        yieldable: false,
-        preempted: false,
-        prev: undefined,
-        next: undefined,
-      });
-    }
+    // Waiters queue only behind a held slot; the holder does not count in the estimate.
+    if (queued > 0) t.grant('holder', 0, 0, 1);
+    for (let i = 0; i < queued; i++) t.enqueue(`w${i}`, 0, 0, { capacity: 1, queueSize: queued });
     return t;
   }
 
