@@ -9,8 +9,9 @@
  * them. A monitor reports when the counter stops, and calls to a stopped or silent actor fail
  * with a stable error code instead of hanging.
  */
+
+import { CallError, call, cast, inbox, reply, watch } from 'audio-proxy';
 import { createActor, enqueueActions, setup } from 'xstate';
-import { CallError, call, cast, inbox, reply, watch } from '../src/index.js';
 
 type CounterEvent =
   | { type: 'add'; by: number; callId?: number }

@@ -13,7 +13,7 @@
 import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createAudioProxy, ensureDemoLibrary, loadConfig, resolveFfmpeg } from '../src/index.js';
+import { createAudioProxy, ensureDemoLibrary, loadConfig, resolveFfmpeg } from 'audio-proxy';
 
 const CLIENTS = 20;
 const PATH = '/insecure/f:mp3/br:128/t:0:30/plain/local://music.flac';

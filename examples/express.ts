@@ -8,8 +8,8 @@
  * itself for a 64 kbps mono MP3 and for the source's `/info`, prints what came back, and exits.
  */
 import type { AddressInfo } from 'node:net';
+import { createAudioProxy, ensureDemoLibrary, loadConfig, resolveFfmpeg } from 'audio-proxy';
 import express from 'express';
-import { createAudioProxy, ensureDemoLibrary, loadConfig, resolveFfmpeg } from '../src/index.js';
 
 const library = await ensureDemoLibrary(resolveFfmpeg({ env: process.env }).path);
 const proxy = await createAudioProxy({

@@ -8,8 +8,9 @@
  * `request.raw` and `reply.raw` to the handler. The example asks itself for a 5 s mono FLAC
  * excerpt (GET, then HEAD), prints what came back, and exits.
  */
+
+import { createAudioProxy, ensureDemoLibrary, loadConfig, resolveFfmpeg } from 'audio-proxy';
 import Fastify from 'fastify';
-import { createAudioProxy, ensureDemoLibrary, loadConfig, resolveFfmpeg } from '../src/index.js';
 
 const PREFIX = '/audio';
 

@@ -10,7 +10,7 @@
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createAudioProxy, ensureDemoLibrary, loadConfig, resolveFfmpeg } from '../src/index.js';
+import { createAudioProxy, ensureDemoLibrary, loadConfig, resolveFfmpeg } from 'audio-proxy';
 
 const library = await ensureDemoLibrary(resolveFfmpeg({ env: process.env }).path);
 const config = loadConfig({

@@ -8,13 +8,14 @@
  * turns into a 429), and a high-priority sixth takes the place of the newest low-priority waiter,
  * which is told so (also with a Retry-After). As slots free up, the high job goes first.
  */
-import { createActor } from 'xstate';
+
 import {
   type AdmissionClass,
   type SemaphoreTelemetry,
   semaphoreClient,
   semaphoreMachine,
-} from '../src/index.js';
+} from 'audio-proxy';
+import { createActor } from 'xstate';
 
 /** How long each job holds its slot: long enough for the queue to form. */
 const JOB_MS = 300;

@@ -12,8 +12,8 @@
  */
 import { pbkdf2 } from 'node:crypto';
 import { promisify } from 'node:util';
-import type { TicketView, WaitingRoomTelemetry } from '../src/machines/waitingRoomSlots.js';
-import { join, startWaitingRoom, withAdmission } from '../src/services/waitingRoomClient.js';
+import type { TicketView, WaitingRoomTelemetry } from 'audio-proxy';
+import { join, startWaitingRoom, withAdmission } from 'audio-proxy/services/waitingRoomClient';
 
 const derive = promisify(pbkdf2);
 const started = Date.now();

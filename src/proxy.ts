@@ -205,6 +205,8 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
     ? new Cluster({
         config: boot,
         onError: (err) => logger.warn({ err }, 'cluster: redis call failed; acting alone'),
+        // Another node's purge: this node's store and hot cache drop the variant too.
+        ...(store ? { onPurge: (key: string) => store.delete(key) } : {}),
       })
     : undefined;
 

@@ -11,7 +11,7 @@
 //   otherwise), with any complaint on stderr a failure (verify exits 0 on unknown keys).
 // - the runtime stage, emulated without a container: dist/ compiled into a temp dir laid out
 //   as the image's WORKDIR (the runtime stage's COPY lines, followed), the production
-//   dependencies only (linked from this repo, tsx left out), the image's ENV and ENTRYPOINT/CMD,
+//   dependencies only (linked from this repo; tsx is a dev dependency), the image's ENV and ENTRYPOINT/CMD,
 //   and compose's variant store with s3rver standing in for SeaweedFS (compose's bucket job
 //   creates the bucket first); the health-check script must see it healthy, a signed render must
 //   play and then come back as a HIT from the store, deploy/footprint.mjs must measure it, and
@@ -582,15 +582,15 @@ describe('the runtime stage, emulated on this machine', () => {
       ],
       { cwd: REPO, timeout: BUILD_TIMEOUT_MS },
     );
-    // `npm ci --omit=dev`, emulated: the production dependencies only, linked from this repo;
-    // tsx left out to show that dist/ needs no TypeScript loader.
+    // `npm ci --omit=dev`, emulated: the production dependencies only, linked from this repo (no
+    // TypeScript loader among them: tsx is a dev dependency), so dist/ must run on its own.
     const pkg = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as {
       dependencies: Record<string, string>;
       optionalDependencies?: Record<string, string>;
     };
     for (const dep of Object.keys({ ...pkg.dependencies, ...pkg.optionalDependencies })) {
       const from = join(REPO, 'node_modules', dep);
-      if (dep === 'tsx' || !existsSync(from)) continue;
+      if (!existsSync(from)) continue; // an optional one may be absent
       mkdirSync(dirname(join(app, 'node_modules', dep)), { recursive: true });
       symlinkSync(from, join(app, 'node_modules', dep), 'dir');
     }

@@ -2,15 +2,19 @@
 // is packed with `npm pack`, so `prepack` must build; the tarball's file list is checked against
 // the `files` allowlist; then the tarball is unpacked into an empty project whose node_modules
 // holds only the runtime dependencies (linked from this repo's node_modules: no registry, no
-// devDependencies, and no tsx, so nothing can lean on a TypeScript loader), and an ESM consumer,
-// a CommonJS consumer, a TypeScript consumer under strict `nodenext` and the CLI run from it.
-// The chart subpaths are checked to import nothing beyond xstate and node builtins.
+// devDependencies, so no TypeScript loader to lean on), and an ESM consumer, a CommonJS
+// consumer, a TypeScript consumer under strict `nodenext`, the CLI and two of examples/ (which
+// import the package by its name, as a consumer does) run from it. The chart subpaths are
+// checked to import nothing beyond xstate and node builtins. package.json itself: no TypeScript
+// tooling among the runtime dependencies, library-style ranges, one copy of the AWS SDK's
+// shared internals in the lockfile.
 import { execFile } from 'node:child_process';
 import {
   cpSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   rmSync,
   symlinkSync,
@@ -18,7 +22,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureDemoLibrary } from '../src/demo.js';
@@ -32,13 +36,20 @@ const PACK_TIMEOUT_MS = 120_000;
 const CONSUMER_TIMEOUT_MS = 60_000;
 /** Left out of the copy: what a fresh clone does not have, or what is not source. */
 const NOT_COPIED = new Set(['node_modules', '.git', 'dist', 'coverage', '.tmp', 'test-artifacts']);
-/** Runtime dependencies a consumer must not need (a TypeScript loader is not a runtime need). */
-const NOT_LINKED = new Set(['tsx']);
+/** Dev tooling that must never be a runtime dependency (no TypeScript loader in production). */
+const DEV_ONLY = ['tsx', 'esbuild', 'typescript', 'vite', 'vitest'];
+/** The examples run from the tarball: the main entry with a render, and a subpath export. */
+const PACKED_EXAMPLES: ReadonlyArray<readonly [file: string, expected: RegExp]> = [
+  ['node-http.ts', /^→ 200 audio\/ogg, [1-9]\d* bytes \(MISS\)$/m],
+  ['waiting-room.ts', /^runs timed: [1-9]/m],
+];
 
 const pkg = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as {
   version: string;
   dependencies: Record<string, string>;
   optionalDependencies?: Record<string, string>;
+  devDependencies: Record<string, string>;
+  scripts: Record<string, string>;
   exports: Record<string, string | { types: string; default: string }>;
 };
 
@@ -115,7 +126,7 @@ beforeAll(async () => {
   const deps = { ...pkg.dependencies, ...pkg.optionalDependencies };
   for (const dep of Object.keys(deps)) {
     const from = join(REPO, 'node_modules', dep);
-    if (NOT_LINKED.has(dep) || !existsSync(from)) continue; // an optional one may be absent
+    if (!existsSync(from)) continue; // an optional one may be absent
     mkdirSync(dirname(join(consumer, 'node_modules', dep)), { recursive: true });
     symlinkSync(from, join(consumer, 'node_modules', dep), 'dir');
   }
@@ -127,6 +138,73 @@ beforeAll(async () => {
 
 afterAll(() => {
   if (work !== '') rmSync(work, { recursive: true, force: true });
+});
+
+describe('package.json', () => {
+  const lock = JSON.parse(readFileSync(join(REPO, 'package-lock.json'), 'utf8')) as {
+    packages: Record<string, { version?: string; dev?: boolean; dependencies?: object }>;
+  };
+  const runtime = { ...pkg.dependencies, ...pkg.optionalDependencies };
+
+  it('has no TypeScript tooling among the runtime dependencies; `npm start` builds first', () => {
+    for (const tool of DEV_ONLY) expect(Object.keys(runtime)).not.toContain(tool);
+    expect(pkg.devDependencies.tsx).toBeDefined();
+    // The lockfile agrees: an `npm ci --omit=dev` leaves the loader and its compiler out.
+    expect(lock.packages['node_modules/tsx']?.dev).toBe(true);
+    expect(lock.packages['node_modules/esbuild']?.dev).toBe(true);
+    expect(pkg.scripts.prestart).toBe('npm run build');
+  });
+
+  it('asks for library-style ranges; the lockfile pins one version inside each', () => {
+    for (const [name, range] of Object.entries(runtime)) {
+      const m = /^\^(\d+)\.(\d+)\.(\d+)$/.exec(range);
+      expect({ name, range, caret: m !== null }).toEqual({ name, range, caret: true });
+      const locked = lock.packages[`node_modules/${name}`]?.version;
+      if (locked === undefined) continue; // an optional one for another platform
+      const [major, minor, patch] = locked.split('.').map(Number) as [number, number, number];
+      const [, a, b, c] = (m as RegExpExecArray).map(Number) as [number, number, number, number];
+      // ^a.b.c with a > 0: same major, not below the floor.
+      const inside = major === a && (minor > b || (minor === b && patch >= c));
+      expect({ name, range, locked, inside }).toEqual({ name, range, locked, inside: true });
+    }
+    expect(lock.packages['']?.dependencies).toEqual(pkg.dependencies);
+  });
+
+  it('resolves the two AWS SDK packages onto one copy of their shared internals', () => {
+    const client = pkg.dependencies['@aws-sdk/client-s3'];
+    const presigner = pkg.dependencies['@aws-sdk/s3-request-presigner'];
+    // The same major range; AWS publishes each package only when it changes, so their newest
+    // versions differ (the presigner has no 3.1175.0): consistency is one copy of what they share.
+    expect(client?.split('.')[0]).toBe('^3');
+    expect(presigner?.split('.')[0]).toBe('^3');
+    const paths = Object.keys(lock.packages).filter((p) =>
+      /node_modules\/@(aws-sdk|smithy)\//.test(p),
+    );
+    expect(paths.length).toBeGreaterThan(20);
+    const nested = paths.filter(
+      (p) => p.indexOf('node_modules/') !== p.lastIndexOf('node_modules/'),
+    );
+    expect(nested).toEqual([]);
+  });
+
+  it('examples/ import the package by its name, through subpaths the exports map has', () => {
+    const dir = join(REPO, 'examples');
+    const specifiers = new Set<string>();
+    for (const file of readdirSync(dir).filter((f) => f.endsWith('.ts'))) {
+      const text = readFileSync(join(dir, file), 'utf8');
+      expect({ file, relative: /from\s+['"]\.\.?\//.test(text) }).toEqual({
+        file,
+        relative: false,
+      });
+      for (const m of text.matchAll(/from\s+['"](audio-proxy(?:\/[^'"]*)?)['"]/g)) {
+        specifiers.add(m[1] as string);
+      }
+    }
+    expect(specifiers).toContain('audio-proxy');
+    for (const spec of specifiers) {
+      expect(Object.keys(pkg.exports)).toContain(`.${spec.slice('audio-proxy'.length)}`);
+    }
+  });
 });
 
 describe('npm pack', () => {
@@ -285,5 +363,32 @@ export { make, semaphoreMachine, supervisorClient };
     );
     expect(refused.code).toBe(2);
     expect(refused.stderr).toMatch(/--bogus/);
+  });
+
+  it('runs examples/ as written, the package resolved by its name from node_modules', async () => {
+    await ensureDemoLibrary(resolveFfmpeg({ env: process.env }).path);
+    mkdirSync(join(consumer, 'examples'), { recursive: true });
+    // tsx only strips the types here: the consumer has no tsconfig, so `audio-proxy` is the
+    // installed package's dist/, not the repository's src/ (which its tsconfig `paths` map).
+    const loader = pathToFileURL(join(REPO, 'node_modules/tsx/dist/esm/index.mjs')).href;
+    for (const [file, expected] of PACKED_EXAMPLES) {
+      cpSync(join(REPO, 'examples', file), join(consumer, 'examples', file));
+      const { stdout } = await node(['--import', loader, join('examples', file)]);
+      expect(stdout).toMatch(expected);
+    }
+  }, 120_000);
+
+  it('says in one line that dist/ is missing when there is no build and no tsx', async () => {
+    const bare = join(work, 'bare');
+    mkdirSync(join(bare, 'bin'), { recursive: true });
+    cpSync(join(REPO, 'bin/audio-proxy.mjs'), join(bare, 'bin/audio-proxy.mjs'));
+    const r = await node([join(bare, 'bin/audio-proxy.mjs'), '--version'], bare).then(
+      () => ({ code: 0, stderr: '' }),
+      (e: { code: number; stderr: string }) => e,
+    );
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe(
+      'audio-proxy: dist/ is not built and tsx (a dev dependency) is not installed: run `npm run build`\n',
+    );
   });
 });

@@ -33,6 +33,7 @@
  * | `beforeRender(req, res, key)` | `local` (claimed, alone, or a hop) or `relayed` (owner answered) |
  * | `handOff(req, res, key, s)` | `relayed` (a peer answered) or `refused` with the cluster Retry-After |
  * | `subscribed(request, outcome)` | counts a local render's slot in the registry |
+ * | `purge(key)` | the number of other nodes told to purge `key` (`purge.ts`), or undefined |
  * | `sample()` | the metrics' cluster state |
  */
 
@@ -54,6 +55,7 @@ import {
   verifiedHop,
 } from './forward.js';
 import { createMembership } from './membership.js';
+import { PurgeBroadcast } from './purge.js';
 import { closeClusterRedis, connectClusterRedis } from './redis.js';
 import { type ClaimHandle, RenderClaims, withDeadline } from './renderClaim.js';
 import type { CapacityRegistry, Membership, Reservation } from './types.js';
@@ -71,6 +73,11 @@ export interface ClusterOptions {
   readonly config: Config;
   /** Background failures (heartbeat, renewals): logged, never thrown. */
   readonly onError?: (error: unknown) => void;
+  /**
+   * Deletes a variant on this node (store and hot cache) when another node purges it; given
+   * only with a variant store. Absent: purges are neither heard nor told (`purge` answers 0).
+   */
+  readonly onPurge?: (key: string) => Promise<void>;
 }
 
 type Counts<K extends string> = Record<K, number>;
@@ -84,6 +91,7 @@ export class Cluster implements ClusterEndpoints {
   readonly #registry: CapacityRegistry;
   readonly #membership: Membership;
   readonly #agent: Agent;
+  readonly #purges: PurgeBroadcast | undefined;
   /** Signs this node's hops: derived from the first `AP_KEY`/`AP_SALT` pair. */
   readonly #hopKey: Buffer;
   /** Verify a peer's hops: `#hopKey`, then the rotated pairs' (a peer may still sign with one). */
@@ -153,6 +161,23 @@ export class Cluster implements ClusterEndpoints {
       onError: (e) => this.#onError(e),
     });
     this.#agent = peerAgent();
+    this.#purges = options.onPurge
+      ? new PurgeBroadcast({
+          url: c.clusterRedisUrl,
+          nodeId: this.nodeId,
+          onPurge: options.onPurge,
+          onError: (e) => this.#onError(e),
+        })
+      : undefined;
+  }
+
+  /**
+   * Tells every other node to purge `key` (this node has already): the number of nodes that
+   * heard it, or undefined when Redis did not answer. Never rejects.
+   */
+  async purge(key: string): Promise<number | undefined> {
+    if (this.#purges === undefined || this.#closed) return this.#purges ? undefined : 0;
+    return this.#purges.publish(this.#redis, key, CLUSTER_REDIS_DEADLINE_MS);
   }
 
   /** Registers this node; waits at most `CLUSTER_BOOT_WAIT_MS` (the heartbeat keeps trying). */
@@ -179,6 +204,7 @@ export class Cluster implements ClusterEndpoints {
       this.#membership.stop(),
       this.#claims.close(),
       this.#registry.close(),
+      this.#purges?.close(),
     ]);
     await closeClusterRedis(this.#redis).catch(() => undefined);
     this.#agent.destroy();

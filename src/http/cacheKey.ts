@@ -1,6 +1,6 @@
 /**
- * Variant identity and its validators: the cache key, the render ETag, `If-None-Match`, and the
- * `/info` ETag.
+ * Variant identity and its validators: the cache key, the render ETag, `If-None-Match`, the
+ * `/info` ETag, and the source's surrogate key (the tag a CDN purges every variant of a source by).
  *
  * A variant is exactly its normalised options plus the source it was rendered from, so the key is
  * `lowercase-hex(SHA-256(normalised ‖ "\n" ‖ canonical-source))`. The render ETag is that key in
@@ -12,6 +12,9 @@
  *   newline (control bytes are refused by the grammar), so `\n` separates them unambiguously.
  * - **Bytes hashed are the bytes the URL carried.** The options half is a raw-path byte string
  *   (hashed byte for byte); the canonical source is decoded text (hashed as UTF-8).
+ * - **The surrogate key names the source, not the variant**: every option set, expiry and signature
+ *   of one canonical source carries the same one, and it is a header-safe token whatever the
+ *   source's characters.
  * - **`*` never matches.** Answering it would need to know the variant exists, which is the
  *   storage access a 304 exists to skip.
  *
@@ -74,4 +77,16 @@ export function infoEtag(canonicalSource: string, material: string): string {
     .update(Buffer.from(material, 'utf8'))
     .digest('hex');
   return `"${digest}"`;
+}
+
+/** How a surrogate key starts: a CDN's tag namespace may be shared with the application's own. */
+export const SURROGATE_KEY_PREFIX = 'ap-src-';
+
+/**
+ * The source's surrogate key, sent as `Surrogate-Key` and `Cache-Tag` on every render answer:
+ * `ap-src-` and the first 32 hex characters (128 bits) of SHA-256 of the canonical source.
+ */
+export function surrogateKeyOf(canonicalSource: string): string {
+  const digest = createHash('sha256').update(Buffer.from(canonicalSource, 'utf8')).digest('hex');
+  return SURROGATE_KEY_PREFIX + digest.slice(0, 32);
 }

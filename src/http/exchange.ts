@@ -36,6 +36,7 @@ export type Endpoint =
   | 'render'
   | 'info'
   | 'warm'
+  | 'purge'
   | 'health'
   | 'ready'
   | 'metrics'

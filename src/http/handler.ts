@@ -14,6 +14,10 @@
  *
  * `POST /warm` (only with a variant store; `stages/warm.ts`) checks each entry's path through
  * the same stages a GET runs, and hands the valid ones to the warm service.
+ * A `DELETE` is a purge (`stages/purge.ts`): signature (never `insecure`) → the same options and
+ * source grammar → the variant deleted from the store and this node's hot cache, and the other
+ * nodes told; any other DELETE is the router's 404.
+ *
  * The waiting room's endpoints (`/api/v1/queue/*`) issue a ticket only for a join carrying a
  * signed render path, and name sessions only by cookies this process minted (`roomAccess.ts`).
  * A render whose session the room claimed (implicitly or not) sends one `runEnded` when done.
@@ -73,6 +77,7 @@ import { optionsStage } from './stages/options.js';
 import { playlistStage } from './stages/playlist.js';
 import { prefetchNextTrim } from './stages/prefetch.js';
 import { probeGateStage } from './stages/probeGate.js';
+import { PURGE_SEGMENT, purgeStage } from './stages/purge.js';
 import { queueStage } from './stages/queue.js';
 import { renderStage } from './stages/render.js';
 import { signatureStage } from './stages/signature.js';
@@ -131,6 +136,9 @@ export function createHandler(services: HandlerServices & HandlerObservers) {
   };
 }
 
+/** The shape of a purge's path, `/{signature}/purge/…`: any other DELETE is the router's 404. */
+const PURGE_PATH = new RegExp(`^/[^/]+/${PURGE_SEGMENT}/`);
+
 /**
  * Answers the routes that are not a signed path: true (or the answer's promise) when it did,
  * false when `path` is a signed one. Synchronous unless an answer waits, so a HIT pays no turn.
@@ -164,7 +172,12 @@ function unsigned(
     return queueStage(x, ctx, path, method);
   }
   if (path === '/warm') return warmStage(x, ctx, method);
-  if (method !== 'GET' && method !== 'HEAD') {
+  if (method !== 'GET' && method !== 'HEAD' && method !== 'DELETE') {
+    fail(x, { type: 'not_found', scope: 'route' });
+    return true;
+  }
+  if (method === 'DELETE') {
+    if (PURGE_PATH.test(path)) return false; // a signed purge: verified like any signed path
     fail(x, { type: 'not_found', scope: 'route' });
     return true;
   }
@@ -192,9 +205,13 @@ async function route(x: Exchange, ctx: StageContext, method: string): Promise<vo
   }
   const turn = nextStage(x);
   if (turn) await turn;
-  // 1. signature
-  const rest = signatureStage(x, ctx, rawUrl);
+  // 1. signature (a purge: never `insecure`)
+  const rest = signatureStage(x, ctx, rawUrl, method === 'DELETE');
   if (rest === ANSWERED) return;
+  if (method === 'DELETE') {
+    await purgeStage(x, ctx, rest);
+    return;
+  }
   // 2. options (404 without a source marker: the route matched, so it is "Source not found")
   const parsed = optionsStage(x, rest, ctx);
   if (parsed === ANSWERED) return;

@@ -52,6 +52,8 @@ export interface ServeHitOptions {
   readonly cacheControl?: string;
   /** The URL's ETag (`"<key>"`). */
   readonly etag: string;
+  /** More success headers (lower-case names): the source's surrogate key. */
+  readonly extraHeaders?: Readonly<Record<string, string>>;
   /** CORS headers for this response (empty when CORS is off). */
   readonly corsHeaders?: Readonly<Record<string, string>>;
   readonly serveMode: ServeMode;
@@ -194,6 +196,7 @@ export async function serveHit(
     'accept-ranges': 'bytes',
     'content-length': length,
     'x-audio-proxy': 'HIT',
+    ...options.extraHeaders,
   };
   if (head.contentDisposition !== undefined) {
     headers['content-disposition'] = head.contentDisposition;

@@ -7,7 +7,8 @@
  * - **Every member but `config`, `version`, `ffmpeg`, `nowMs`, `ready`, `probe`, `subscribe`,
  *   `unsubscribe` and `retryAfterS` is optional**: an absent feature (store, waiting room,
  *   cluster, remote sources) is an absent member, never a stub that answers something.
- * - **Neither cluster call ever fails**: Redis trouble is answered as `local`/`refused`.
+ * - **No cluster call ever fails**: Redis trouble is answered as `local`/`refused`, or as an
+ *   unknown count for a purge.
  *
  * ## Races
  * None of its own: see the stages and `delivery.ts`.
@@ -80,7 +81,7 @@ export type BeforeRenderOutcome =
   | { readonly type: 'local'; readonly reservation?: string; done(): void }
   | { readonly type: 'relayed' };
 
-/** What the handler needs from cluster mode. Neither call ever fails: Redis trouble is `local`. */
+/** What the handler needs from cluster mode. No call ever fails: Redis trouble is `local`. */
 export interface ClusterEndpoints {
   /**
    * Before a MISS renders: claims the key for this node (`local`; `done` runs when the response
@@ -100,6 +101,11 @@ export interface ClusterEndpoints {
   ): Promise<
     { readonly type: 'relayed' } | { readonly type: 'refused'; readonly retryAfterS: number }
   >;
+  /**
+   * After this node purged `key`: tells the other nodes to purge it too. The number of nodes that
+   * heard it, or undefined when Redis did not answer. Never rejects.
+   */
+  purge?(key: string): Promise<number | undefined>;
 }
 
 /** One valid warm entry: its path as given, its class, and what a GET of it would render. */

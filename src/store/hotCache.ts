@@ -14,14 +14,16 @@
  * - **Only whole, consistent bodies are kept**: exactly the size the store declared. A short or
  *   failed read is returned as is (the caller tears the response down) and never cached.
  * - **Variants are immutable**, so an entry is never revalidated. A variant deleted from the
- *   store (an operator's purge) stays servable from memory until evicted; `delete` through this
- *   wrapper evicts at once.
+ *   store behind this wrapper's back stays servable from memory until evicted; `delete` through
+ *   this wrapper (an operator's purge) evicts at once, and a load of that key in flight or
+ *   started before the store's delete has finished is served to its waiters but not kept.
  * - **`maxBytes = 0` is a pass-through.**
  * - **A HIT served from memory is still a HIT to the store underneath**: it is told (`touch`),
  *   so a bounded store's recency counts it and never evicts a hot variant for being unread.
  *
  * ## Races
  * - *Many requests for a cold key at once*: one load, every request awaits it.
+ * - *A purge while the key loads*: the load's bytes predate the delete, so they are not kept.
  * - *Eviction while a response is still writing a body*: the response holds its own reference to
  *   the Buffer; eviction only drops the cache's, so the write completes.
  *
@@ -95,6 +97,8 @@ export class HotVariantCache implements VariantStore {
   readonly #entries = new Map<string, Entry>();
   readonly #recentHeads = new Map<string, StoredVariant>();
   readonly #loading = new Map<string, Promise<Buffer>>();
+  /** Loads in flight that a delete overtook: their bytes are served to waiters, not kept. */
+  readonly #stale = new Set<string>();
   #bytes = 0;
   #loadingBytes = 0;
   #hits = 0;
@@ -228,7 +232,8 @@ export class HotVariantCache implements VariantStore {
       const data = await load;
       this.#loadingBytes -= size;
       release = false;
-      if (data !== undefined && data.length === size) {
+      const stale = this.#stale.delete(key);
+      if (data !== undefined && data.length === size && !stale) {
         this.#loads += 1;
         this.#recentHeads.delete(key);
         if (this.#makeRoom(size)) {
@@ -266,9 +271,20 @@ export class HotVariantCache implements VariantStore {
 
   async delete(key: string): Promise<void> {
     checkKey(key);
+    this.#forget(key);
+    try {
+      await this.inner.delete(key);
+    } finally {
+      // A load that began while the store deleted may have read the old bytes: drop those too.
+      this.#forget(key);
+    }
+  }
+
+  /** Drops `key` from memory, and marks a load of it in flight so it does not keep its bytes. */
+  #forget(key: string): void {
     this.#evict(key);
     this.#recentHeads.delete(key);
-    await this.inner.delete(key);
+    if (this.#loading.has(key)) this.#stale.add(key);
   }
 
   async close(): Promise<void> {

@@ -45,6 +45,7 @@ const ENDPOINTS = new Set([
   'render',
   'info',
   'warm',
+  'purge',
   'health',
   'ready',
   'metrics',

@@ -2,7 +2,8 @@
  * The bounded hot-variant cache over a real file store: a full read loads a small variant once
  * (shared by concurrent readers) and later heads and reads never touch the disk; ranges are
  * slices; resident bytes never exceed the budget (least recently used goes first); oversized
- * variants, ranges of cold ones and short bodies are streamed or returned without being kept.
+ * variants, ranges of cold ones and short bodies are streamed or returned without being kept; a
+ * delete (an operator's purge) overtaking a load leaves nothing of it in memory.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, truncate } from 'node:fs/promises';
@@ -11,6 +12,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { FileVariantStore } from '../../src/store/file.js';
 import { HotVariantCache } from '../../src/store/hotCache.js';
+import type { ByteRange } from '../../src/store/types.js';
 import { chunksOf, META, readBody } from './helpers.js';
 
 let root: string;
@@ -116,6 +118,37 @@ describe('HotVariantCache', () => {
     await disk.delete('gone');
     expect(await cache.get('gone')).toBeUndefined();
     expect(cache.stats()).toMatchObject({ entries: 0, loadingBytes: 0 });
+  });
+
+  it('a delete while the variant loads: its waiters get the bytes, memory keeps none', async () => {
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    // The store underneath reads the old body, then is held until the delete has finished.
+    const slow = new Proxy(disk, {
+      get(target, prop) {
+        if (prop === 'get') {
+          return async (key: string, range?: ByteRange) => {
+            const body = await target.get(key, range);
+            await gate;
+            return body;
+          };
+        }
+        const value = Reflect.get(target, prop, target);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const cache = new HotVariantCache(slow, { maxBytes: 100_000 });
+    const data = await stored('p', 1_000);
+    await cache.head('p');
+    const loading = cache.get('p');
+    await cache.delete('p');
+    open();
+    expect((await readBody(await loading)).equals(data)).toBe(true);
+    expect(cache.peek('p')).toBeUndefined();
+    expect(cache.stats()).toMatchObject({ entries: 0, bytes: 0, loadingBytes: 0 });
+    expect(await cache.head('p')).toBeUndefined();
   });
 
   it('delete evicts at once; maxBytes 0 is a pass-through', async () => {

@@ -89,10 +89,12 @@ export function procState(pid: number): string | null {
 export const seenPids = new Set<number>();
 
 export function expectNoSurvivors(): void {
-  for (const pid of seenPids) {
+  // Cleared first: a survivor fails its own test, not every test after it as well.
+  const pids = [...seenPids];
+  seenPids.clear();
+  for (const pid of pids) {
     expect(isAlive(pid), `pid ${pid} (state ${procState(pid)}) outlived its test`).toBe(false);
   }
-  seenPids.clear();
 }
 
 export interface InThreadRender {

@@ -4,7 +4,7 @@
  * after the task is over; a refusal settles without running anything; a cancel while the source
  * is still opening submits nothing.
  */
-import { readdirSync } from 'node:fs';
+import { readdirSync, readlinkSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { OpenOutcome } from '../../src/core/source.js';
@@ -20,7 +20,21 @@ import { makeFixtures } from '../fixtures/audio.js';
 const ffmpeg = resolveFfmpeg({ env: process.env }).path;
 let pool: WorkerPool;
 let wavPath: string;
-const openFds = () => readdirSync('/proc/self/fd').length;
+/**
+ * Descriptors of this process open on `path`. Counting every descriptor would be racy: a spawn in
+ * flight on a worker thread holds /dev/null and pipe descriptors for a moment.
+ */
+function fdsOn(path: string): number {
+  let n = 0;
+  for (const fd of readdirSync('/proc/self/fd')) {
+    try {
+      if (readlinkSync(`/proc/self/fd/${fd}`) === path) n++;
+    } catch {
+      // closed between the listing and the read: not open on `path`
+    }
+  }
+  return n;
+}
 
 function mp3Argv(): string[] {
   const parsed = parseOptions('f:mp3');
@@ -44,17 +58,22 @@ afterAll(async () => {
 
 describe('RenderSpec.openInput', () => {
   it('ffmpeg reads the opened file as fd 3; the descriptor is closed after the task', async () => {
-    const before = openFds();
+    let during = 0;
     const r = await runRender(pool, {
       executable: ffmpeg,
       argv: mp3Argv(),
       timeoutMs: 20_000,
-      openInput: openWav,
+      openInput: async () => {
+        const opened = await openWav();
+        during = fdsOn(wavPath);
+        return opened;
+      },
     });
     expect(r.outcome.type, JSON.stringify(r.outcome)).toBe('done');
+    expect(during).toBe(1); // the counter sees the lease's descriptor while it is open
     expect(Buffer.concat(r.chunks).length).toBeGreaterThan(10_000);
     await new Promise((res) => setTimeout(res, 50));
-    expect(openFds()).toBeLessThanOrEqual(before);
+    expect(fdsOn(wavPath)).toBe(0);
   });
 
   it('a refusal settles the task without running it (not_found keeps its class)', async () => {

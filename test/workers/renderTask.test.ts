@@ -24,6 +24,8 @@ afterEach(() => {
 });
 
 const LONG_MS = 30_000;
+/** ffmpeg's first megabyte, or its exit: well under 1 s idle; a loaded 2-core box can take seconds. */
+const WAIT_MS = 10_000;
 
 describe('render task: real ffmpeg', () => {
   it('streams output byte-identical to running the argv directly, pid first', async () => {
@@ -185,7 +187,9 @@ describe('render task: fake ffmpeg faults', () => {
     const argv = sineArgv(20, 's16le'); // 3.5 MB, well over the window
     const run = renderInThread({ executable: 'ffmpeg', argv, timeoutMs: LONG_MS });
     await run.pid();
-    await vi.waitFor(() => expect(run.received()).toBeGreaterThanOrEqual(HIGH_WATER_BYTES));
+    await vi.waitFor(() => expect(run.received()).toBeGreaterThanOrEqual(HIGH_WATER_BYTES), {
+      timeout: WAIT_MS,
+    });
     // Ack as we go until ffmpeg has exited, then stop acking for longer than a short timeout.
     const acker = setInterval(() => void run.control.ack(HIGH_WATER_BYTES), 5);
     await vi.waitFor(() => expect(run.calls).toContain('exited'), { timeout: 10_000 });
@@ -204,7 +208,9 @@ describe('render task: backpressure', () => {
     void run.result.then(() => {
       settled = true;
     });
-    await vi.waitFor(() => expect(run.received()).toBeGreaterThanOrEqual(HIGH_WATER_BYTES));
+    await vi.waitFor(() => expect(run.received()).toBeGreaterThanOrEqual(HIGH_WATER_BYTES), {
+      timeout: WAIT_MS,
+    });
     // Give the worker every chance to overshoot: ffmpeg keeps producing into the pipe.
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(run.received()).toBeGreaterThanOrEqual(HIGH_WATER_BYTES);
@@ -264,7 +270,7 @@ describe('render task: cancel', () => {
       timeoutMs: LONG_MS,
     });
     const pid = await run.pid();
-    await vi.waitFor(() => expect(run.received()).toBeGreaterThan(0)); // the trap is set
+    await vi.waitFor(() => expect(run.received()).toBeGreaterThan(0), { timeout: WAIT_MS }); // the trap is set
     const started = performance.now();
     const report = await run.control.cancel();
     const elapsed = performance.now() - started;
@@ -285,7 +291,7 @@ describe('render task: cancel', () => {
       timeoutMs: LONG_MS,
     });
     const pid = await run.pid();
-    await vi.waitFor(() => expect(run.calls).toContain('exited'));
+    await vi.waitFor(() => expect(run.calls).toContain('exited'), { timeout: WAIT_MS });
     expectReaped(pid);
     const held = run.received();
     expect(held).toBeGreaterThanOrEqual(HIGH_WATER_BYTES);

@@ -23,7 +23,7 @@ import {
   type StageContext,
 } from '../exchange.js';
 import { lookupVariant, serveHit } from '../hit.js';
-import type { RenderRoute, VariantDescription } from './variant.js';
+import { type RenderRoute, surrogateHeaders, type VariantDescription } from './variant.js';
 
 /** `ANSWERED` when the stored variant was served, else undefined (no store, or a miss). */
 export async function hitStage(
@@ -46,6 +46,7 @@ export async function hitStage(
     head,
     cacheControl: variant.cacheControl,
     etag: variant.etag,
+    extraHeaders: surrogateHeaders(variant.surrogateKey),
     corsHeaders: x.cors,
     serveMode: ctx.config.serveMode,
     presignTtlS: ctx.config.presignTtlS,

@@ -13,13 +13,18 @@
  */
 import { ifNoneMatchMatches } from '../cacheKey.js';
 import { ANSWERED, type Answered, type Exchange } from '../exchange.js';
-import type { VariantDescription } from './variant.js';
+import { surrogateHeaders, type VariantDescription } from './variant.js';
 
 /** `ANSWERED` (304) when the client holds this variant, else undefined. */
 export function notModifiedStage(x: Exchange, variant: VariantDescription): Answered | undefined {
   const inm = x.req.headers['if-none-match'];
   if (typeof inm !== 'string' || !ifNoneMatchMatches(inm, variant.etag)) return undefined;
-  x.res.writeHead(304, { etag: variant.etag, 'cache-control': variant.cacheControl, ...x.cors });
+  x.res.writeHead(304, {
+    etag: variant.etag,
+    'cache-control': variant.cacheControl,
+    ...surrogateHeaders(variant.surrogateKey),
+    ...x.cors,
+  });
   x.res.end();
   return ANSWERED;
 }

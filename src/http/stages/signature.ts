@@ -8,6 +8,8 @@
  *   unsigned path learns nothing (the 401 is the same for every wrong signature).
  * - **Every configured key/salt pair verifies** (rotation; `signature.ts` says how they are
  *   compared), so a URL signed with a rotated-out pair keeps working until that pair is removed.
+ * - **`secure` refuses `insecure`** (a purge): an operator's act needs a real signature even on a
+ *   node that renders `insecure` URLs for development.
  *
  * ## Races
  * None: pure, then one answer.
@@ -19,7 +21,12 @@ import { ANSWERED, type Answered, type Exchange, fail, type StageContext } from 
 import { signatureConfigOf, splitPath, verifySignature } from '../signature.js';
 
 /** The verified rest of the path, or `ANSWERED` (404 route, 401). */
-export function signatureStage(x: Exchange, ctx: StageContext, rawUrl: string): string | Answered {
+export function signatureStage(
+  x: Exchange,
+  ctx: StageContext,
+  rawUrl: string,
+  secure = false,
+): string | Answered {
   const split = splitPath(rawUrl);
   if (!split.ok) {
     if (split.reason === 'no_route') fail(x, { type: 'not_found', scope: 'route' });
@@ -27,7 +34,7 @@ export function signatureStage(x: Exchange, ctx: StageContext, rawUrl: string): 
     return ANSWERED;
   }
   const verdict = verifySignature(split.signature, split.rest, signatureConfigOf(ctx.config));
-  if (!verdict.ok) {
+  if (!verdict.ok || (secure && verdict.insecure)) {
     fail(x, { type: 'invalid_signature' });
     return ANSWERED;
   }
