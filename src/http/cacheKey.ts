@@ -44,6 +44,22 @@ export function etagOf(key: string): string {
 }
 
 /**
+ * The ETag of an answer streamed from a render whose stored variant will differ from it inside
+ * one header frame (an mp3: its Xing/Info frame is completed at commit, `workers/xingFrame.ts`):
+ * the same key, marked weak (RFC 9110 §8.8.1: a strong tag promises identical bytes). A weak tag
+ * still matches `If-None-Match` (weak comparison), never `If-Range` (strong comparison), so a
+ * client may revalidate its streamed copy but never splice ranges of it with the HIT's.
+ */
+export function weakEtagOf(etag: string): string {
+  return etag.startsWith('W/') ? etag : `W/${etag}`;
+}
+
+/** Whether a render of `format` streams bytes that differ from its stored variant's (`weakEtagOf`). */
+export function streamsWeakEtag(format: string): boolean {
+  return format === 'mp3';
+}
+
+/**
  * Whether an `If-None-Match` header (a comma list, possibly repeated) names `etag`. The weak
  * prefix `W/` is stripped (weak comparison); `*` is ignored.
  */

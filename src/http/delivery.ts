@@ -60,6 +60,7 @@ import {
 import type { SubscriberMessage } from '../machines/renderCoordinator.js';
 import { exactLengthOf } from '../services/renderInput.js';
 import { RENDER_CHANNELS } from '../telemetry/channels.js';
+import { streamsWeakEtag, weakEtagOf } from './cacheKey.js';
 import { renderFailureToHttp } from './errors.js';
 import {
   type Exchange,
@@ -166,6 +167,9 @@ export async function deliver(
           sized['content-range'] = contentRange(e.range.start, e.range.end, e.range.total);
         res.writeHead(e.range ? 206 : 200, {
           ...headers,
+          ...(streamsWeakEtag(format) && headers.etag !== undefined
+            ? { etag: weakEtagOf(headers.etag) }
+            : {}),
           ...sized,
           'x-audio-proxy': e.cache,
           ...x.cors,

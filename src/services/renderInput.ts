@@ -78,7 +78,9 @@ export function renderInputFor(
       ? { prefix: wavHeader(exact), exactBytes: exact.totalBytes }
       : samples !== undefined
         ? { flacTotalSamples: samples }
-        : {};
+        : options.format === 'mp3'
+          ? { mp3InfoFrame: true }
+          : {};
     return {
       spec: { ...spec, ...sized, argv: buildRenderArgv(options, input) },
       pool,
