@@ -68,6 +68,11 @@ export interface ProcessSpec {
    */
   readonly flacTotalSamples?: number;
   /**
+   * An mp3 render: the worker puts the info frame's placeholder (`workers/xingFrame.ts`) after
+   * ffmpeg's ID3v2 tag, before the first frame; the tee completes it at commit.
+   */
+  readonly mp3InfoFrame?: boolean;
+  /**
    * Niceness to run the process at (`AP_FFMPEG_NICE`), set right after the spawn; 0 or absent
    * leaves it at the proxy's own. Encodes are batch work, the event loop serves every client.
    */

@@ -81,7 +81,9 @@ export function renderInputFor(
       ? { prefix: wavHeader(exact), exactBytes: exact.totalBytes }
       : samples !== undefined
         ? { flacTotalSamples: samples }
-        : {};
+        : options.format === 'mp3'
+          ? { mp3InfoFrame: true }
+          : {};
     const shift = hlsDecodeTimeShiftS(options);
     return {
       spec: {

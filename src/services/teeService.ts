@@ -24,6 +24,9 @@
  *   variant a bounded store refused as too large (`too_large`) is not a failure: the store
  *   reported it already; the tee just leaves.
  * - **`done` settles after the store did**: staging removed or the variant committed.
+ * - **An mp3 is stored seekable**: the tee follows its frames (`Mp3Indexer`) and hands the
+ *   store the complete Xing/Info frame to write over the placeholder the worker streamed
+ *   (`PutOptions.patch`); the stored bytes differ from the streamed ones only inside that frame.
  *
  * ## Races
  * - *Join lands after completion* (a very short render): the reply is the whole backlog and
@@ -57,6 +60,10 @@ import {
   type VariantStore,
 } from '../store/types.js';
 import { publish, RENDER_CHANNELS } from '../telemetry/channels.js';
+import { Mp3Indexer } from '../workers/xingFrame.js';
+
+/** The stored mp3's content type: its tee completes the info frame at commit. */
+const MP3_CONTENT_TYPE = 'audio/mpeg';
 
 export const WRITE_FAILURE_CHANNEL = RENDER_CHANNELS.writeFailure;
 /** How long `drain` waits for tees to settle, in ms: past any staging cleanup or abort call. */
@@ -83,12 +90,17 @@ export function storeWriter(
   return fromCallback<WriterEvent, { key: string }>(({ receive, sendBack }) => {
     const channel = new ChunkChannel();
     const controller = new AbortController();
+    // An mp3's info frame is completed from the frames that passed (`workers/xingFrame.ts`).
+    const mp3 = metadata.contentType === MP3_CONTENT_TYPE ? new Mp3Indexer() : undefined;
     let settled = false;
     // A store that throws instead of rejecting is a failed write all the same (not a tee that
     // dies mid-start with its coordinator still counting on it).
     let put: Promise<StoredVariant>;
     try {
-      put = store.put(key, channel, metadata, { signal: controller.signal });
+      put = store.put(key, channel, metadata, {
+        signal: controller.signal,
+        ...(mp3 !== undefined ? { patch: () => mp3.finish() } : {}),
+      });
     } catch (error) {
       put = Promise.reject(error);
     }
@@ -107,8 +119,10 @@ export function storeWriter(
       ),
     );
     receive((event) => {
-      if (event.type === 'write') channel.push(event.data);
-      else channel.end();
+      if (event.type === 'write') {
+        mp3?.push(event.data);
+        channel.push(event.data);
+      } else channel.end();
     });
     return () => {
       if (settled) return;

@@ -74,6 +74,7 @@ import {
   checkKey,
   checkMetadata,
   checkRange,
+  headPatch,
   type PutOptions,
   reasonOf,
   type StoredBody,
@@ -446,6 +447,11 @@ export class FileVariantStore implements VariantStore {
         if (index !== undefined && size > index.maxBytes) throw this.#tooLarge(key, size);
       }
       if (signal?.aborted) throw aborted(signal.reason);
+      const patch = headPatch(options, size);
+      if (patch !== undefined) {
+        const { bytesWritten } = await handle.write(patch.data, 0, patch.data.length, patch.offset);
+        if (bytesWritten !== patch.data.length) throw new Error('short patch write');
+      }
       await handle.datasync();
       await handle.close();
       handle = undefined;

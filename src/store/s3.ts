@@ -6,7 +6,9 @@
  * - **One part in memory.** A put fills one `PART_BYTES` buffer from the chunk stream, uploads it,
  *   and only then fills the next; the last part is whatever remains. A variant that ends before the
  *   first part is full is sent as one `PutObject` instead (no multipart round trips for the common
- *   small variant).
+ *   small variant). A put with a `patch` (an mp3's info frame) holds its first part in memory
+ *   until the stream ended, writes the patch into it and uploads it last as part 1: two parts in
+ *   memory for such a put.
  * - **Completion is the commit.** S3 makes `CompleteMultipartUpload` and `PutObject` atomic: until
  *   they succeed nothing is readable under the key.
  * - **Every failure path aborts the upload** (`AbortMultipartUpload`, best effort). A process
@@ -49,6 +51,7 @@ import {
   checkKey,
   checkMetadata,
   checkRange,
+  headPatch,
   type PutOptions,
   type StoredBody,
   type StoredVariant,
@@ -212,7 +215,9 @@ export class S3VariantStore implements VariantStore {
         });
       }
     };
-    const flushPart = async () => {
+    // With a patch, part 1 is held in memory until the end (parts may be uploaded in any order).
+    let held: Buffer | undefined;
+    const upload = async (PartNumber: number, body: Buffer) => {
       if (uploadId === undefined) {
         const created = await send<{ UploadId?: string }>(
           new CreateMultipartUploadCommand(objectMeta),
@@ -222,8 +227,6 @@ export class S3VariantStore implements VariantStore {
         }
         uploadId = created.UploadId;
       }
-      const PartNumber = parts.length + 1;
-      const body = part.view();
       const r = await send<{ ETag?: string }>(
         new UploadPartCommand({
           Bucket: this.bucket,
@@ -235,6 +238,13 @@ export class S3VariantStore implements VariantStore {
         }),
       );
       parts.push({ PartNumber, ETag: r.ETag });
+    };
+    const flushPart = async () => {
+      if (options.patch !== undefined && held === undefined && parts.length === 0) {
+        held = Buffer.from(part.view());
+      } else {
+        await upload(parts.length + (held === undefined ? 1 : 2), part.view());
+      }
       part.reset();
     };
     try {
@@ -247,11 +257,19 @@ export class S3VariantStore implements VariantStore {
         size += chunk.length;
       }
       if (signal?.aborted) throw aborted(signal.reason);
-      if (uploadId === undefined) {
+      if (uploadId === undefined && held === undefined) {
         const body = part.view();
+        const patch = headPatch(options, body.length);
+        if (patch !== undefined) body.set(patch.data, patch.offset);
         await send(new PutObjectCommand({ ...objectMeta, Body: body, ContentLength: body.length }));
       } else {
         if (part.used > 0) await flushPart();
+        if (held !== undefined) {
+          const patch = headPatch(options, held.length);
+          if (patch !== undefined) held.set(patch.data, patch.offset);
+          await upload(1, held);
+          parts.sort((a, b) => (a.PartNumber ?? 0) - (b.PartNumber ?? 0));
+        }
         await send(
           new CompleteMultipartUploadCommand({
             Bucket: this.bucket,

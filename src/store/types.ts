@@ -57,9 +57,22 @@ export type StoredBody =
   | { readonly type: 'buffer'; readonly data: Buffer }
   | { readonly type: 'stream'; readonly stream: Readable; readonly length: number };
 
+/** Bytes that replace the same number of staged bytes at `offset`, written before the commit. */
+export interface HeadPatch {
+  readonly offset: number;
+  readonly data: Uint8Array;
+}
+
 export interface PutOptions {
   /** Aborting discards whatever was staged; `put` then rejects with `ERR_STORE_ABORTED`. */
   readonly signal?: AbortSignal;
+  /**
+   * Called once, after `chunks` ended and before the commit: bytes to write over what was
+   * streamed at their offset (an mp3's info frame, `workers/xingFrame.ts`), or `undefined` to
+   * keep the bytes as streamed. The size never changes. A patch that does not lie inside the
+   * variant (or, in `s3://`, inside its first part) fails the put (`ERR_STORE_WRITE`).
+   */
+  readonly patch?: () => HeadPatch | undefined;
 }
 
 export interface VariantStore {
@@ -165,6 +178,21 @@ export function checkMetadata(metadata: VariantMetadata): void {
   ) {
     throw new TypeError('metadata.contentDisposition must be a non-empty string when set');
   }
+}
+
+/** `patch` of `options`, checked against the `limit` bytes it may touch (`ERR_STORE_WRITE`). */
+export function headPatch(options: PutOptions, limit: number): HeadPatch | undefined {
+  const patch = options.patch?.();
+  if (patch === undefined) return undefined;
+  const { offset, data } = patch;
+  if (!Number.isSafeInteger(offset) || offset < 0 || offset + data.length > limit) {
+    throw new StoreError(
+      'ERR_STORE_WRITE',
+      'patch_out_of_range',
+      `patch of ${data.length} bytes at ${offset} is outside the ${limit} bytes it may replace`,
+    );
+  }
+  return patch;
 }
 
 /** The `reason` of `ERR_STORE_TOO_LARGE`: the store's own channel reports it, not a failure. */

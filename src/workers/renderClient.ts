@@ -140,6 +140,7 @@ class TaskClient<O extends { type: string }> implements TaskHandle {
       ...(spec.exactBytes !== undefined ? { exactBytes: spec.exactBytes } : {}),
       ...(spec.prefix !== undefined ? { prefix: spec.prefix } : {}),
       ...(spec.flacTotalSamples !== undefined ? { flacTotalSamples: spec.flacTotalSamples } : {}),
+      ...(spec.mp3InfoFrame === true ? { mp3InfoFrame: true } : {}),
       ...(spec.nice !== undefined ? { nice: spec.nice } : {}),
       ...(inputFd !== undefined ? { inputFd } : {}),
       ...(spec.peaks !== undefined ? { peaks: spec.peaks } : {}),

@@ -71,6 +71,7 @@ import { appendTail, classifyFailure, STDERR_TAIL_BYTES } from './classify.js';
 import { Fmp4DecodeTimeShift } from './fmp4.js';
 import { PeaksReducer } from './peaks.js';
 import { MAX_PROBE_OUTPUT_BYTES } from './probe.js';
+import { infoFramePlaceholder, splitForInfoFrame } from './xingFrame.js';
 
 export { STDERR_TAIL_BYTES };
 
@@ -394,6 +395,8 @@ class RenderRun extends ProcessRun<RenderOutcome> {
   readonly #exactBytes: number | undefined;
   /** A flac render's exact sample count, written into its STREAMINFO before the first send. */
   readonly #flacTotalSamples: number | undefined;
+  /** An mp3's head, held until the info frame's place is known (`xingFrame.ts`); null: done. */
+  #mp3Head: Buffer[] | null = null;
   #pending: Buffer[] = [];
   #headOffset = 0;
   #pendingBytes = 0;
@@ -416,6 +419,7 @@ class RenderRun extends ProcessRun<RenderOutcome> {
     this.#maxBytes = task.maxBytes ?? Number.POSITIVE_INFINITY;
     this.#exactBytes = task.exactBytes;
     this.#flacTotalSamples = task.flacTotalSamples;
+    if (task.mp3InfoFrame === true) this.#mp3Head = [];
     if (task.prefix !== undefined && task.prefix.length > 0) {
       // The proxy's own header (an exact WAV's): the output's first bytes, counted like ffmpeg's.
       const prefix = Buffer.from(task.prefix.buffer, task.prefix.byteOffset, task.prefix.length);
@@ -426,6 +430,20 @@ class RenderRun extends ProcessRun<RenderOutcome> {
   }
 
   protected onStdout(chunk: Buffer): void {
+    if (this.#mp3Head !== null) {
+      this.#mp3Head.push(chunk);
+      const head = Buffer.concat(this.#mp3Head);
+      const split = splitForInfoFrame(head);
+      if (split === 'more') return;
+      this.#mp3Head = null;
+      if (split === 'none') {
+        chunk = head;
+      } else {
+        // The info frame's placeholder, completed by the tee at commit: counted like ffmpeg's.
+        const frame = infoFramePlaceholder(split.first);
+        chunk = Buffer.concat([head.subarray(0, split.offset), frame, head.subarray(split.offset)]);
+      }
+    }
     this.#readBytes += chunk.length;
     if (this.#readBytes > this.#maxBytes) {
       this.halt({
@@ -458,6 +476,12 @@ class RenderRun extends ProcessRun<RenderOutcome> {
   }
 
   protected onStdoutEnd(): void {
+    if (this.#mp3Head !== null) {
+      // Too short to hold a frame: sent as it came.
+      const head = Buffer.concat(this.#mp3Head);
+      this.#mp3Head = null;
+      if (head.length > 0) this.onStdout(head);
+    }
     if (this.#shift) this.#hold(this.#shift.end());
     this.#stdoutEnded = true;
     this.#pump();

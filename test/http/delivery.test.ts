@@ -91,6 +91,7 @@ describe('delivery adapter', () => {
     });
     expect(r.status).toBe(200);
     expect(r.headers['x-audio-proxy']).toBe('MISS');
+    // The variant's identity, strong like the HIT's (the contract; docs/ranges.md).
     expect(r.headers.etag).toBe('"k"');
     expect(r.body).toBe('abcd');
     expect(r.result).toBe('MISS');

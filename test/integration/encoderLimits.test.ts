@@ -78,7 +78,9 @@ async function expectRenderable(options: string) {
   expect(r.body.length, options).toBeGreaterThan(0);
   expect(MAGIC[format]!(r.body), `${options} magic`).toBe(true);
   // The key is the URL's canonical options, whatever the encoder was actually given.
-  expect(r.headers.etag).toBe(`"${cacheKey(normalizeOptions(parsed.options), SOURCE)}"`);
+  const tag = `"${cacheKey(normalizeOptions(parsed.options), SOURCE)}"`;
+  // An mp3 answered from its render carries the weak form (docs/ranges.md, the ETag contract).
+  expect(r.headers.etag).toBe(tag);
   const decoded = decode(r.body, format);
   expect(decoded.codec, options).toBeDefined();
   expect(decoded.frames, `${options} decodes to samples`).toBeGreaterThan(0);

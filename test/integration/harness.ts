@@ -15,6 +15,7 @@ import { type AudioProxy, createAudioProxy } from '../../src/proxy.js';
 import { stats } from '../../src/services/semaphoreClient.js';
 import { resolveFfmpeg } from '../../src/workers/ffmpegPath.js';
 import { isAlive as isAliveOs } from '../../src/workers/liveness.js';
+import { parseMp3Header, splitForInfoFrame } from '../../src/workers/xingFrame.js';
 import { type AudioFixtures, makeFixtures } from '../fixtures/audio.js';
 
 export interface Harness {
@@ -212,4 +213,20 @@ export async function waitFor(
     await new Promise((r) => setTimeout(r, stepMs));
   }
   throw new Error('condition not met in time');
+}
+
+/**
+ * A stored mp3 against the MISS that streamed it: same length, and every byte the same but
+ * inside the info frame after the ID3v2 tag, which the store completed at commit
+ * (`src/workers/xingFrame.ts`). Returns that frame's `[start, end)`.
+ */
+export function expectSameButInfoFrame(miss: Buffer, hit: Buffer): [number, number] {
+  expect(hit.length).toBe(miss.length);
+  const split = splitForInfoFrame(hit);
+  if (typeof split === 'string') throw new Error(`no info frame in the stored mp3 (${split})`);
+  const end = split.offset + parseMp3Header(hit, split.offset)!.length;
+  expect(hit.subarray(0, split.offset).equals(miss.subarray(0, split.offset))).toBe(true);
+  expect(hit.subarray(end).equals(miss.subarray(end))).toBe(true);
+  expect(hit.subarray(split.offset, end).toString('latin1')).toMatch(/Xing|Info/);
+  return [split.offset, end];
 }

@@ -22,7 +22,14 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { VariantStore } from '../../src/store/types.js';
 import { resolveFfmpeg, resolveFfprobe } from '../../src/workers/ffmpegPath.js';
-import { get, type Harness, type RawResponse, startHarness, waitFor } from './harness.js';
+import {
+  expectSameButInfoFrame,
+  get,
+  type Harness,
+  type RawResponse,
+  startHarness,
+  waitFor,
+} from './harness.js';
 
 function storeOf(h: Harness): VariantStore {
   const store = (h.proxy as unknown as { store?: VariantStore }).store;
@@ -30,7 +37,8 @@ function storeOf(h: Harness): VariantStore {
   return store;
 }
 
-const keyOf = (etag: string | string[] | undefined) => String(etag).replaceAll('"', '');
+const keyOf = (etag: string | string[] | undefined) =>
+  String(etag).replace(/^W\//, '').replaceAll('"', '');
 
 let cbSeq = 0;
 /** A fresh variant of `options` (a cache buster no other request used): its first GET is a MISS. */
@@ -347,8 +355,10 @@ describe('ranges on a render in progress (ffmpeg at real time)', () => {
     expectRange(suffix, n - 250, n - 1, n);
     expect((await h.spawns()).length).toBe(spawned + 1);
     const hit = await hitOf(h, path, miss.headers.etag);
-    expect(hit.equals(miss.body)).toBe(true);
-    expect(closed.body.equals(hit.subarray(100, 600))).toBe(true);
+    // The stored mp3's info frame (bytes 45-252 here) was completed at commit; the streamed
+    // answers all carry the same placeholder, and every other byte is the HIT's.
+    expectSameButInfoFrame(miss.body, hit);
+    expect(closed.body.equals(miss.body.subarray(100, 600))).toBe(true);
     expect(suffix.body.equals(hit.subarray(n - 250))).toBe(true);
   }, 30_000);
 });

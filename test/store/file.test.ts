@@ -47,6 +47,21 @@ describe('FileVariantStore', () => {
     expect(await store.staging()).toEqual([]);
   });
 
+  it('writes a patch over the staged bytes before the commit; one outside them fails the put', async () => {
+    const data = randomBytes(100_000);
+    const patch = { offset: 1000, data: Buffer.alloc(417, 0xcd) };
+    const stored = await store.put('patched', chunksOf(data, 3000), META, { patch: () => patch });
+    expect(stored.size).toBe(data.length);
+    const expected = Buffer.from(data);
+    expected.set(patch.data, patch.offset);
+    expect((await readBody(await store.get('patched'))).equals(expected)).toBe(true);
+    await expect(
+      store.put('unpatched', chunksOf(randomBytes(1200)), META, { patch: () => patch }),
+    ).rejects.toMatchObject({ code: 'ERR_STORE_WRITE', reason: 'patch_out_of_range' });
+    expect(await store.head('unpatched')).toBeUndefined();
+    expect(await store.staging()).toEqual([]);
+  });
+
   it('stores an empty variant', async () => {
     await store.put('empty', chunksOf(Buffer.alloc(0)), META);
     expect((await store.head('empty'))?.size).toBe(0);

@@ -109,6 +109,29 @@ describe('S3VariantStore', () => {
     expect((await readBody(tail)).equals(data.subarray(-100))).toBe(true);
   });
 
+  it('a patch is written before the commit: first part held and uploaded last, or in the PutObject', async () => {
+    const data = randomBytes(2 * PART + 777);
+    const patch = { offset: 45, data: Buffer.alloc(208, 0xab) };
+    await store.put('patched1', chunksOf(data, 100_000), META, { patch: () => patch });
+    const parts = sent
+      .filter((s) => s.input.Key === 'patched1' && s.command === 'UploadPartCommand')
+      .map((s) => s.input.PartNumber);
+    expect(parts).toEqual([2, 3, 1]);
+    const expected = Buffer.from(data);
+    expected.set(patch.data, patch.offset);
+    expect((await readBody(await store.get('patched1'))).equals(expected)).toBe(true);
+    const small = randomBytes(10_000);
+    await store.put('patched2', chunksOf(small, 1000), META, { patch: () => patch });
+    const smallExpected = Buffer.from(small);
+    smallExpected.set(patch.data, patch.offset);
+    expect((await readBody(await store.get('patched2'))).equals(smallExpected)).toBe(true);
+    // Outside the bytes it may replace: the put fails and nothing is readable.
+    await expect(
+      store.put('patched3', chunksOf(randomBytes(100)), META, { patch: () => patch }),
+    ).rejects.toMatchObject({ code: 'ERR_STORE_WRITE', reason: 'patch_out_of_range' });
+    expect(await store.head('patched3')).toBeUndefined();
+  });
+
   it('a presigned URL fetches the variant, and honours Range', async () => {
     const data = randomBytes(50_000);
     await store.put('signed1', chunksOf(data), META);
