@@ -43,23 +43,20 @@
  */
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { tmpdir } from 'node:os';
-import { type AnyActorRef, createActor, type InspectionEvent } from 'xstate';
+import { createActor } from 'xstate';
 import { actorChild, createSystem, type Fatal } from './actors/system.js';
 import { Cluster } from './cluster/cluster.js';
 import { type Config, type ConfigProvider, staticConfig } from './config/index.js';
-import { createLiveView } from './debug/liveView.js';
-import { createFlightRecorder } from './debug/recorder.js';
 import { errorResponse } from './http/errors.js';
 import { createHandler } from './http/handler.js';
 import { optionGrammarOf } from './http/presets.js';
 import { TurnBudget } from './http/turns.js';
-import { type InspectObserver, inspectRedactions, openInspection, scrubber } from './inspect.js';
 import { readinessMachine } from './machines/readiness.js';
-import { createBacklogBudget } from './machines/renderCoordinator.js';
+import { clusterChild, probesChild, rendersChild, storeChild } from './proxy/children.js';
 import { closeOnFatal } from './proxy/fatal.js';
 import { ResponsesInFlight } from './proxy/inFlight.js';
 import { Listeners } from './proxy/listeners.js';
+import { openObservation, watchActors } from './proxy/observation.js';
 import {
   type AudioProxy,
   type AudioProxyOptions,
@@ -69,12 +66,9 @@ import {
 import { ffmpegBootNotes, ffmpegHealth } from './services/encoderReport.js';
 import { metricsRouter } from './services/metricsRouter.js';
 import { poolGauges, poolHealth } from './services/poolGauges.js';
-import { probeLogic } from './services/probeGate.js';
-import { ProbeService } from './services/probeService.js';
+import type { ProbeService } from './services/probeService.js';
 import { checkReady } from './services/readinessClient.js';
-import { renderInputFor } from './services/renderInput.js';
-import { renderLogic } from './services/renderLogic.js';
-import { RenderService } from './services/renderService.js';
+import type { RenderService } from './services/renderService.js';
 import { retryAfter, stats as semaphoreStats } from './services/semaphoreClient.js';
 import { createSlots } from './services/slots.js';
 import { createSupervisedPool, poolsChild } from './services/supervisedPool.js';
@@ -125,24 +119,12 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
 
   // The variant store, proved usable (file: staging swept + write probe; s3: PUT+DELETE).
   const store = await createVariantStore(boot);
-  // Inspection (opt-in): connected before the first actor exists, so none goes unseen.
-  const inspection = await openInspection(options.inspect, inspectRedactions(boot));
-  // The flight recorder (AP_FLIGHT_RECORDER > 0), an observer beside the inspector's; off, none.
-  let semaphoreRef: AnyActorRef | undefined;
-  const recorder =
-    boot.flightRecorder > 0
-      ? createFlightRecorder({
-          capacity: boot.flightRecorder,
-          dir: boot.flightRecorderDir ?? tmpdir(),
-          scrub: scrubber(inspectRedactions(boot)),
-          semaphore: () => semaphoreRef,
-          onSaved: (path, reason) => logger.warn({ path, reason }, 'flight recorder saved'),
-          onSaveError: (err, reason) =>
-            logger.error({ err, reason }, 'flight recorder could not save'),
-        })
-      : undefined;
-  const observer = observeBoth(inspection.observer, recorder?.observer);
-  const inspect = observer ? { inspect: observer } : {};
+  // Inspection (opt-in) and the flight recorder (AP_FLIGHT_RECORDER), before the first actor.
+  const { inspection, recorder, inspect, watchSemaphore } = await openObservation(
+    boot,
+    options.inspect,
+    logger,
+  );
   const capabilities = new EncoderCapabilities(await reading);
   for (const note of ffmpegBootNotes(ffmpeg, ffprobe, capabilities)) {
     logger[note.level](note.fields, note.message);
@@ -150,7 +132,7 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
 
   // The singletons, created here and started by the system in its order.
   const { semaphore, probeLimiter } = createSlots(provider, inspect);
-  semaphoreRef = semaphore;
+  watchSemaphore(semaphore);
   const readiness = createActor(readinessMachine, inspect);
   // Pools sized to the admission capacity (the semaphore is the only queue), each under a
   // process supervisor that starts it lazily, recycles it after N tasks, replaces it if unwell.
@@ -171,34 +153,15 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
   const waitingRoom = boot.waitingRoom
     ? new WaitingRoomService({ semaphore, config: provider, now, ...inspect })
     : undefined;
-  // The live view of the actors (`/debug/actors`, on the metrics listener only); it follows
-  // each tee and every supervised coordinator as they come.
-  const liveView = createLiveView({
-    actors: [
-      { name: 'semaphore', actor: semaphore },
-      { name: 'probeLimiter', actor: probeLimiter },
-      { name: 'readiness', actor: readiness },
-      { name: 'pool:render', actor: renderPool.supervisor },
-      { name: 'pool:probe', actor: probePool.supervisor },
-      ...(waitingRoom ? [{ name: 'waitingRoom', actor: waitingRoom.room }] : []),
-    ],
-    ...(recorder ? { recording: () => recorder.recording('live') } : {}),
-  });
-  // Every named actor goes to the live view and, when it runs, to the recorder.
-  const track = recorder
-    ? (actor: AnyActorRef, name: string) => {
-        liveView.track(actor, name);
-        recorder.name(actor, name);
-      }
-    : liveView.track;
-  if (recorder) {
-    recorder.name(semaphore, 'semaphore');
-    recorder.name(probeLimiter, 'probeLimiter');
-    recorder.name(readiness, 'readiness');
-    recorder.name(renderPool.supervisor, 'pool:render');
-    recorder.name(probePool.supervisor, 'pool:probe');
-    if (waitingRoom) recorder.name(waitingRoom.room, 'waitingRoom');
-  }
+  // The live view (`/debug/actors`, metrics listener only) and the recorder name every actor.
+  const { liveView, track } = watchActors(recorder, [
+    { name: 'semaphore', actor: semaphore },
+    { name: 'probeLimiter', actor: probeLimiter },
+    { name: 'readiness', actor: readiness },
+    { name: 'pool:render', actor: renderPool.supervisor },
+    { name: 'pool:probe', actor: probePool.supervisor },
+    ...(waitingRoom ? [{ name: 'waitingRoom', actor: waitingRoom.room }] : []),
+  ]);
   const tees = store ? new TeeService({ store, config: provider, ...inspect, track }) : undefined;
   // Cluster mode (AP_CLUSTER_REDIS_URL): render claims, membership and hand-off through Redis.
   const cluster = boot.clusterRedisUrl
@@ -221,58 +184,24 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
       actorChild('probeLimiter', probeLimiter, (a) => publishTelemetry(a, PROBE_LIMITER_PREFIX)),
       actorChild('readiness', readiness),
       poolsChild(pools),
-      {
-        name: 'probes',
-        start: (sys) =>
-          new ProbeService({
-            limiter: probeLimiter,
-            config: provider,
-            probeLogic: probeLogic({
-              config: provider,
-              pool: probePool,
-              ffprobePath: ffprobe.path,
-              capabilities,
-            }),
-            supervise: (a, n) => void sys.supervise(a, n),
-            ...inspect,
-          }),
-        stop: () => {}, // a probe is bounded by its own deadline and releases into the limiter
-      },
-      {
-        // Before the renders, so it stops after them: tees settle, then the store closes.
-        name: 'store',
-        start: () => store,
-        stop: async () => {
-          await tees?.drain();
-          await store?.close();
-        },
-      },
-      {
-        // Before the renders, so it stops after them: their registry slots are released first.
-        name: 'cluster',
-        start: async () => {
-          await cluster?.start();
-          return cluster;
-        },
-        stop: () => cluster?.close(),
-      },
-      {
-        name: 'renders',
-        start: (sys) =>
-          new RenderService({
-            supervise: (a, n) => void sys.supervise(a, n),
-            semaphore,
-            config: provider,
-            renderLogic,
-            ...(tees ? { tees } : {}),
-            ...inspect,
-            backlogBudget: createBacklogBudget(() => provider.get().backlogBudgetBytes),
-            renderInput: (request) =>
-              renderInputFor(request, provider.get(), ffmpeg.path, renderPool),
-          }),
-        stop: (renders: RenderService) => renders.shutdown(),
-        stopTimeoutMs: 20_000,
-      },
+      probesChild({
+        limiter: probeLimiter,
+        config: provider,
+        pool: probePool,
+        ffprobePath: ffprobe.path,
+        capabilities,
+        inspect,
+      }),
+      storeChild(store, tees),
+      clusterChild(cluster),
+      rendersChild({
+        semaphore,
+        config: provider,
+        tees,
+        ffmpegPath: ffmpeg.path,
+        pool: renderPool,
+        inspect,
+      }),
     ],
     {
       logger,
@@ -400,22 +329,5 @@ export async function createAudioProxy(options: AudioProxyOptions): Promise<Audi
     cluster,
     warm,
     recorder,
-  };
-}
-
-/** One observer for XState from the inspector's and the recorder's, or none when neither is. */
-function observeBoth(
-  inspector: InspectObserver | undefined,
-  recorder: ((event: InspectionEvent) => void) | undefined,
-): InspectObserver | undefined {
-  if (recorder === undefined) return inspector;
-  if (inspector === undefined) return recorder;
-  const forward =
-    typeof inspector === 'function'
-      ? inspector
-      : (event: InspectionEvent) => inspector.next?.(event);
-  return (event: InspectionEvent) => {
-    recorder(event);
-    forward(event);
   };
 }

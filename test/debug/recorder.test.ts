@@ -145,8 +145,9 @@ describe('the flight recorder', () => {
     // A semaphore that admits past its bound (the bug the check is for), as the inspection API
     // would report it: the real actor, a snapshot whose table holds one waiter too many.
     const real = sem.getSnapshot();
-    const waiters = new Map(real.context.table.waiters);
-    waiters.set('w3', waiters.get('w1')!);
+    // A copy of its table with a third waiter, admitted under a bound the table was not given.
+    const table = real.context.table.clone();
+    table.enqueue('w3', 0, 0, { capacity: 1, queueSize: 99 });
     recorder.observer({
       type: '@xstate.snapshot',
       actorRef: sem,
@@ -154,7 +155,7 @@ describe('the flight recorder', () => {
       event: { type: 'request' },
       snapshot: {
         ...real,
-        context: { ...real.context, table: { ...real.context.table, waiters } },
+        context: { ...real.context, table },
       },
     } as unknown as InspectionEvent);
     expect(recorder.trips.get('queue_bound')).toBe(1);
