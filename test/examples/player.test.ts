@@ -5,7 +5,9 @@
 // the waiting room on, its one render slot (of two) held by another listener's slow render, it
 // shows "position 1" while the audio has not started, then plays when its turn comes. An
 // uncached f:hls variant shows its duration before any segment is rendered and seeks to 80 %
-// during its first play (Chromium's own HLS; hls.js is not installed here).
+// during its first play, through Chromium's own HLS and through hls.js (`hls=js`; the site serves
+// the devDependency's node_modules/hls.js/dist/hls.min.js where the page's default relative path
+// points, as a file:// open from the checkout finds it).
 // Screenshot: test-artifacts/player.png.
 import { chmod, copyFile, link, mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { createServer, request, type Server } from 'node:http';
@@ -24,6 +26,9 @@ declare const document: any;
 
 const present = chromiumPresent('the player browser test');
 const PAGE = join(process.cwd(), 'examples/player.html');
+/** hls.js where `npm install` puts it, and the path the page asks for (relative to the page). */
+const HLS_JS = join(process.cwd(), 'node_modules/hls.js/dist/hls.min.js');
+const HLS_JS_PATH = '/node_modules/hls.js/dist/hls.min.js';
 const ARTIFACTS = join(process.cwd(), 'test-artifacts');
 /** The slow render: 8 s of a copy of the demo's FLAC, encoded at its own pace (ffmpeg `-re`). */
 const SLOW_SOURCE = 'slow.flac';
@@ -34,12 +39,17 @@ let h: Harness;
 let site: Server;
 let siteUrl = '';
 
-/** Serves the page; forwards every other request to the proxy (one origin for both). */
+/** Serves the page and hls.js; forwards every other request to the proxy (one origin for all). */
 function startSite(): Promise<string> {
+  const files: Record<string, readonly [string, string]> = {
+    '/player.html': [PAGE, 'text/html; charset=utf-8'],
+    [HLS_JS_PATH]: [HLS_JS, 'text/javascript; charset=utf-8'],
+  };
   site = createServer((req, res) => {
-    if ((req.url ?? '').split('?')[0] === '/player.html') {
-      void readFile(PAGE).then((body) => {
-        res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+    const file = files[(req.url ?? '').split('?')[0]!];
+    if (file) {
+      void readFile(file[0]).then((body) => {
+        res.writeHead(200, { 'content-type': file[1] });
         res.end(body);
       });
       return;
@@ -147,52 +157,62 @@ describe.skipIf(!present)('examples/player.html in Chromium', () => {
     }
   }, 40_000);
 
-  it('an uncached f:hls variant: its duration at once, and a seek to 80 % plays at once', async () => {
-    // The demo's 90 s music, never rendered in this run (cb: makes the key fresh).
-    const path = `/insecure/f:hls/hls_len:2/cb:${Date.now()}/plain/local://music.flac`;
-    const page = await browser.newPage();
-    try {
-      await page.goto(
-        `${siteUrl}/player.html?base=${encodeURIComponent(h.url)}&path=${encodeURIComponent(path)}`,
-      );
-      const started = Date.now();
-      await page.click('#play');
-      await page.waitForFunction(() => document.body.dataset.duration !== undefined, null, {
-        timeout: 10_000,
+  for (const engine of ['native-hls', 'hls.js'] as const) {
+    it(`an uncached f:hls variant (${engine}): its duration at once, and a seek to 80 % plays at once`, async () => {
+      // The demo's 90 s music, never rendered in this run (cb: makes the key fresh).
+      const path = `/insecure/f:hls/hls_len:2/cb:${engine}-${Date.now()}/plain/local://music.flac`;
+      const force = engine === 'hls.js' ? '&hls=js' : '';
+      const page = await browser.newPage();
+      const scripts: string[] = [];
+      page.on('request', (r) => {
+        if (r.resourceType() === 'script') scripts.push(new URL(r.url()).pathname);
       });
-      const durationMs = Date.now() - started;
-      expect(Number(await page.getAttribute('body', 'data-duration'))).toBeCloseTo(90, 0);
-      expect(await page.getAttribute('body', 'data-engine')).toBe('native-hls');
-      expect(await page.textContent('#duration')).toBe('1:30');
-      expect(await page.isEnabled('#seek')).toBe(true);
-      // The seek bar, moved to 72 s: only the segment there is rendered, and it plays.
-      const seeked = Date.now();
-      await page.evaluate(() => {
-        const seek = document.getElementById('seek');
-        seek.value = '72';
-        seek.dispatchEvent(new Event('input'));
-        seek.dispatchEvent(new Event('change'));
-      });
-      await page.waitForFunction(
-        () => {
-          const a = document.getElementById('audio');
-          return a.currentTime > 72.3 && !a.paused && a.readyState >= 3;
-        },
-        null,
-        { timeout: 15_000 },
-      );
-      console.log(
-        `f:hls in Chromium: duration after ${durationMs} ms, seek to 80 % playing after ${Date.now() - seeked} ms`,
-      );
-      expect(
-        Number(await page.evaluate(() => document.getElementById('seek').value)),
-      ).toBeGreaterThan(72);
-      await mkdir(ARTIFACTS, { recursive: true });
-      await page.screenshot({ path: join(ARTIFACTS, 'player-hls.png'), fullPage: true });
-    } finally {
-      await page.close();
-    }
-  }, 40_000);
+      try {
+        await page.goto(
+          `${siteUrl}/player.html?base=${encodeURIComponent(h.url)}&path=${encodeURIComponent(path)}${force}`,
+        );
+        const started = Date.now();
+        await page.click('#play');
+        await page.waitForFunction(() => document.body.dataset.duration !== undefined, null, {
+          timeout: 10_000,
+        });
+        const durationMs = Date.now() - started;
+        expect(Number(await page.getAttribute('body', 'data-duration'))).toBeCloseTo(90, 0);
+        expect(await page.getAttribute('body', 'data-engine')).toBe(engine);
+        // hls.js came from the page's default path, and only on its own path.
+        expect(scripts).toEqual(engine === 'hls.js' ? [HLS_JS_PATH] : []);
+        expect(await page.textContent('#duration')).toBe('1:30');
+        expect(await page.isEnabled('#seek')).toBe(true);
+        // The seek bar, moved to 72 s: only the segment there is rendered, and it plays.
+        const seeked = Date.now();
+        await page.evaluate(() => {
+          const seek = document.getElementById('seek');
+          seek.value = '72';
+          seek.dispatchEvent(new Event('input'));
+          seek.dispatchEvent(new Event('change'));
+        });
+        await page.waitForFunction(
+          () => {
+            const a = document.getElementById('audio');
+            return a.currentTime > 72.3 && !a.paused && a.readyState >= 3;
+          },
+          null,
+          { timeout: 15_000 },
+        );
+        console.log(
+          `f:hls in Chromium (${engine}): duration after ${durationMs} ms, seek to 80 % playing after ${Date.now() - seeked} ms`,
+        );
+        expect(
+          Number(await page.evaluate(() => document.getElementById('seek').value)),
+        ).toBeGreaterThan(72);
+        await mkdir(ARTIFACTS, { recursive: true });
+        const shot = engine === 'hls.js' ? 'player-hlsjs.png' : 'player-hls.png';
+        await page.screenshot({ path: join(ARTIFACTS, shot), fullPage: true });
+      } finally {
+        await page.close();
+      }
+    }, 40_000);
+  }
 
   it('on the proxy’s origin, with the room’s slot busy: shows position 1, then plays', async () => {
     // Another listener takes a ticket (ready at once: the slot is free) and starts a slow render.

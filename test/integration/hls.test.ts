@@ -1,14 +1,16 @@
-// f:hls end to end over a real proxy and real ffmpeg: the playlist (VOD, durations from the
-// probe, relative signed part URLs that keep `exp`), gaplessness (the decoded segments, joined,
-// against a continuous render of the same options: same length within one frame, no boundary
-// step above the signal's own largest, and sample-identical here) on mp3, AAC and Opus sources
-// made by ffmpeg in the test, every part a HIT the second time, and 64 players starting at
-// different offsets at once costing one render per distinct segment. Takes ~30 s on 2 cores under load.
+// f:hls end to end over a real proxy and real ffmpeg: the playlist (read by m3u8-parser, the
+// HLS parser of video.js: VOD, durations from the probe and their sum, one init section, relative
+// signed part URLs that keep `exp`), gaplessness (the decoded segments, joined, against a
+// continuous render of the same options: same length within one frame, no boundary step above
+// the signal's own largest, and sample-identical here) on mp3, AAC and Opus sources made by
+// ffmpeg in the test, every part a HIT the second time, and 64 players starting at different
+// offsets at once costing one render per distinct segment. Takes ~30 s on 2 cores under load.
 import { execFile } from 'node:child_process';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { Parser } from 'm3u8-parser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sign } from '../../src/http/signature.js';
 import { resolveFfmpeg } from '../../src/workers/ffmpegPath.js';
@@ -67,31 +69,42 @@ async function decode(bytes: Buffer): Promise<Float32Array> {
 const rateOf = (source: string) => (source === 'src.opus' ? 48_000 : 44_100);
 
 interface Playlist {
-  readonly lines: readonly string[];
   readonly map: string;
   readonly segments: readonly { readonly duration: number; readonly uri: string }[];
+  /** The sum of the segments' durations, in seconds. */
+  readonly total: number;
 }
 
-/** The playlist's structure, checked tag by tag against RFC 8216 for a VOD media playlist. */
+/**
+ * The playlist as a player library reads it (m3u8-parser, video.js's parser), checked against
+ * RFC 8216 for a VOD media playlist: no parser warning, VOD with an end list, one init section
+ * shared by every segment, no discontinuity, no segment longer than the target duration.
+ */
 function parsePlaylist(text: string): Playlist {
-  const lines = text.split('\n').filter((l) => l !== '');
-  expect(lines[0]).toBe('#EXTM3U');
-  expect(lines).toContain('#EXT-X-PLAYLIST-TYPE:VOD');
-  expect(lines.at(-1)).toBe('#EXT-X-ENDLIST');
-  const target = Number(lines.find((l) => l.startsWith('#EXT-X-TARGETDURATION:'))!.split(':')[1]);
-  const mapLine = lines.find((l) => l.startsWith('#EXT-X-MAP:'))!;
-  const map = /^#EXT-X-MAP:URI="([^"]+)"$/.exec(mapLine)![1]!;
-  const segments: { duration: number; uri: string }[] = [];
-  for (let i = 0; i < lines.length; i++) {
-    const m = /^#EXTINF:(\d+\.\d{3}),$/.exec(lines[i]!);
-    if (!m) continue;
-    const uri = lines[i + 1]!;
-    expect(uri.startsWith('#')).toBe(false);
-    const duration = Number(m[1]);
-    expect(Math.round(duration)).toBeLessThanOrEqual(target);
-    segments.push({ duration, uri });
+  expect(text.startsWith('#EXTM3U\n')).toBe(true);
+  const parser = new Parser();
+  const warnings: string[] = [];
+  parser.on('warn', (w) => warnings.push(w.message));
+  parser.push(text);
+  parser.end();
+  const m = parser.manifest;
+  expect(warnings).toEqual([]);
+  expect(m.playlistType).toBe('VOD');
+  expect(m.endList).toBe(true);
+  expect(m.mediaSequence).toBe(0);
+  expect(m.discontinuityStarts).toEqual([]);
+  expect(Number.isInteger(m.targetDuration)).toBe(true);
+  expect(m.segments.length).toBeGreaterThan(0);
+  const map = m.segments[0]!.map?.uri;
+  expect(map).toBeTypeOf('string');
+  for (const s of m.segments) {
+    expect(s.map?.uri).toBe(map);
+    expect(s.uri.startsWith('#')).toBe(false);
+    expect(s.duration).toBeGreaterThan(0);
+    expect(Math.round(s.duration)).toBeLessThanOrEqual(m.targetDuration!);
   }
-  return { lines, map, segments };
+  const segments = m.segments.map((s) => ({ duration: s.duration, uri: s.uri }));
+  return { map: map!, segments, total: segments.reduce((n, s) => n + s.duration, 0) };
 }
 
 /** Resolves a playlist's relative URI against the playlist's path, as a player does. */
@@ -127,6 +140,8 @@ describe('f:hls', () => {
       expect(durations.slice(0, -1)).toEqual([2, 2, 2, 2]);
       expect(durations.at(-1)).toBeGreaterThanOrEqual(1);
       expect(durations.at(-1)).toBeLessThan(1.05);
+      expect(playlist.total).toBeGreaterThanOrEqual(SOURCE_S);
+      expect(playlist.total).toBeLessThan(SOURCE_S + 0.05);
 
       const init = await get(h.url, resolvePath(playlist.map, path));
       expect(init.status).toBe(200);
@@ -208,6 +223,7 @@ describe('f:hls', () => {
       const path = `/insecure/f:hls/hls_c:${codec}/hls_len:${SEGMENT_S}/t:0:4/plain/local://src.wav`;
       const playlist = parsePlaylist((await get(h.url, path)).body.toString('utf8'));
       expect(playlist.segments.length).toBe(2);
+      expect(playlist.total).toBe(4);
       const parts = await Promise.all(
         playlist.segments.map(async (s) =>
           decode((await get(h.url, resolvePath(s.uri, path))).body),
@@ -228,6 +244,7 @@ describe('f:hls', () => {
     expect(res.status).toBe(200);
     const playlist = parsePlaylist(res.body.toString('utf8'));
     expect(playlist.segments.map((s) => s.duration)).toEqual([4, 3]);
+    expect(playlist.total).toBe(7); // t:1:7: 7 s from second 1 of the 9 s source
     const other = await get(h.url, path.replace(`exp:${exp}`, `exp:${exp + 1}`));
     expect(other.status).toBe(401); // the exp is signed
     for (const uri of [playlist.map, ...playlist.segments.map((s) => s.uri)]) {
@@ -251,6 +268,7 @@ describe('f:hls', () => {
     const path = '/insecure/f:hls/hls_len:1/cb:crowd/plain/local://src.m4a';
     const playlist = parsePlaylist((await get(h.url, path)).body.toString('utf8'));
     expect(playlist.segments.length).toBe(SOURCE_S);
+    expect(Math.abs(playlist.total - SOURCE_S)).toBeLessThan(0.05);
     const before = (await h.spawns()).length;
     // Player k starts at second k mod 13 and asks for the segment there and the next one.
     const asks = Array.from({ length: 64 }, (_, k) => [k % SOURCE_S, (k + 1) % SOURCE_S]).flat();
