@@ -109,3 +109,5 @@ export const DEFAULT_WARM_MAX_PENDING = 1_000;
 export const DEFAULT_WARM_ATTEMPTS = 6;
 /** Ceiling on one warm retry's backoff, in seconds (`AP_WARM_BACKOFF_MAX_SECONDS`). */
 export const DEFAULT_WARM_BACKOFF_MAX_S = 30;
+/** HLS segments a segment's MISS prefetches after it (`AP_PREFETCH_HLS_SEGMENTS`); 0 = off. */
+export const DEFAULT_PREFETCH_HLS_SEGMENTS = 1;

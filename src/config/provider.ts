@@ -53,7 +53,7 @@ const POSITIVE_FIELDS = [
   'presignTtlS',
   'metricsPort',
 ] as const;
-const NON_NEGATIVE_FIELDS = ['queueSize', 'readyQueueThreshold'] as const;
+const NON_NEGATIVE_FIELDS = ['queueSize', 'readyQueueThreshold', 'prefetchHlsSegments'] as const;
 
 /**
  * A provider for tests. `set()` checks each field's own type (positive or non-negative integer)

@@ -158,6 +158,8 @@ export interface Config {
   readonly warmBackoffMaxS: number;
   /** A MISS of `t:S:D` prefetches `t:S+D:D` at `low`. @default false */
   readonly prefetchNextTrim: boolean;
+  /** HLS segments a segment's MISS prefetches after it at `low`; 0 = off. @default 1 */
+  readonly prefetchHlsSegments: number;
   /** The waiting room's session cookie carries `Secure`. @default false */
   readonly cookieSecure: boolean;
   /** Bytes every render's backlog may hold in memory together. @default 256 MiB */

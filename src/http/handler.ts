@@ -75,7 +75,7 @@ import { infoStage } from './stages/info.js';
 import { notModifiedStage } from './stages/notModified.js';
 import { optionsStage } from './stages/options.js';
 import { playlistStage } from './stages/playlist.js';
-import { prefetchNextTrim } from './stages/prefetch.js';
+import { prefetchPredicted } from './stages/prefetch.js';
 import { probeGateStage } from './stages/probeGate.js';
 import { PURGE_SEGMENT, purgeStage } from './stages/purge.js';
 import { queueStage } from './stages/queue.js';
@@ -254,8 +254,9 @@ async function route(x: Exchange, ctx: StageContext, method: string): Promise<vo
   // 8. probe gate and admission verdict
   const probe = await probeGateStage(x, ctx, resolved, parsed.options);
   if (probe === ANSWERED) return;
-  // 9. slot and stream (and, opt-in, the trim that continues this one, prefetched at `low`)
-  prefetchNextTrim(
+  // 9. slot and stream (and what this MISS predicts, prefetched at `low`: the next HLS
+  // segments; opt-in, the trim that continues this one)
+  prefetchPredicted(
     x,
     ctx,
     rest,

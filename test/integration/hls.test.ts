@@ -123,6 +123,9 @@ describe('f:hls', () => {
       AP_MAX_CONCURRENCY: '2',
       AP_VARIANT_STORE: `file://${await mkdtemp(join(tmpdir(), 'ap-hls-store-'))}`,
       AP_SERVE_MODE: 'proxy',
+      // Off: these tests ask for every segment in turn and count renders; the prefetch of the
+      // next segment is test/integration/hlsPrefetch.test.ts.
+      AP_PREFETCH_HLS_SEGMENTS: '0',
     });
   }, 60_000);
   afterAll(() => h?.close());

@@ -11,6 +11,7 @@
  * - **Retries are bounded twice**: by `AP_WARM_ATTEMPTS` and by `AP_WARM_BACKOFF_MAX_SECONDS`.
  */
 import {
+  DEFAULT_PREFETCH_HLS_SEGMENTS,
   DEFAULT_WARM_ATTEMPTS,
   DEFAULT_WARM_BACKOFF_MAX_S,
   DEFAULT_WARM_MAX_ENTRIES,
@@ -77,5 +78,14 @@ export const WARM_ROWS = [
     rule: RULE.boolean,
     doc: 'With a variant store: a MISS of `t:S:D` prefetches `t:S+D:D` (same source and options) at class `low`, as warm work (preempted by any waiting listener).',
     read: (v) => boolean(v, false),
+  }),
+  row({
+    name: 'AP_PREFETCH_HLS_SEGMENTS',
+    field: 'prefetchHlsSegments',
+    section,
+    default: `\`${DEFAULT_PREFETCH_HLS_SEGMENTS}\``,
+    rule: RULE.nonNegative,
+    doc: 'With a variant store: a MISS of `f:hls` segment `hls_seg:N` prefetches the next this many segments (never past the last, never the init part) at class `low`, as warm work; `0` is off.',
+    read: (v) => integer(v, DEFAULT_PREFETCH_HLS_SEGMENTS, 'nonNegative'),
   }),
 ] as const;

@@ -47,3 +47,21 @@ describe('the trim that continues a trim', () => {
     expect(nextTrimPath('/pr:podcast/plain/local://a.wav', 100)).toBeUndefined();
   });
 });
+
+describe('the HLS segments that follow a segment', () => {
+  it('names hls_seg:N+1 … N+count, never the last index or past it, never after the init part', async () => {
+    const { nextSegmentPaths } = await import('../../../src/http/stages/prefetch.js');
+    const p = (n: number | string) => `/f:hls/hls_len:2/hls_seg:${n}/plain/local://a.wav`;
+    expect(nextSegmentPaths(p(0), 0, 1, 5)).toEqual([p(1)]);
+    expect(nextSegmentPaths(p(1), 1, 3, 5)).toEqual([p(2), p(3), p(4)]);
+    expect(nextSegmentPaths(p(3), 3, 3, 5)).toEqual([p(4)]);
+    expect(nextSegmentPaths(p(4), 4, 3, 5)).toEqual([]);
+    expect(nextSegmentPaths(p(0), 0, 0, 5)).toEqual([]);
+    expect(nextSegmentPaths(p('init'), 'init', 2, 5)).toEqual([]);
+    expect(nextSegmentPaths('/f:hls/plain/local://a.wav', undefined, 2, 5)).toEqual([]);
+    // only the option segment is replaced, not a source path that happens to spell one
+    expect(nextSegmentPaths('/f:hls/hls_seg:1/plain/local://hls_seg:1', 1, 1, 5)).toEqual([
+      '/f:hls/hls_seg:2/plain/local://hls_seg:1',
+    ]);
+  });
+});
