@@ -824,8 +824,9 @@ function codecArgs(
   hlsPart = false,
 ): string[] {
   const args = ['-c:a', encoder(format, options, input)];
-  // ffmpeg 5.1 calls flac in MP4 experimental; it is what Chromium's and hls.js' MSE play.
-  if (hlsPart && format === 'flac') args.push('-strict', '-2');
+  // ffmpeg 5.1 calls flac in MP4 experimental (it is what Chromium's and hls.js' MSE play), and
+  // ffmpeg 4.x (the npm fallback) opus in MP4 too: without the flag its mp4 muxer refuses them.
+  if (hlsPart && (format === 'flac' || format === 'opus')) args.push('-strict', '-2');
   if (options.bitrateK !== undefined) {
     if (!LOSSY.has(format)) throw new TypeError(`br does not apply to ${format}`);
     const channels = options.channels ?? sourceChannels(input);

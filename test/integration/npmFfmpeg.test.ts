@@ -35,6 +35,7 @@ const MAGIC: Record<string, (b: Buffer) => boolean> = {
   'audio/flac': (b) => b.subarray(0, 4).toString() === 'fLaC',
   'audio/wav': (b) => b.subarray(0, 4).toString() === 'RIFF',
   'application/json': (b) => typeof JSON.parse(b.toString()) === 'object',
+  'application/vnd.apple.mpegurl': (b) => b.subarray(0, 7).toString() === '#EXTM3U',
 };
 
 /** A 200 carrying a complete body of the type it says, or a row of the error table; never a 500. */
@@ -133,7 +134,9 @@ describe('npm-shipped ffmpeg and ffprobe', () => {
       'gain:-6',
       'norm:ebu/fade:0.2:0.2/t:0.5:1.5/sr:22050/ch:1/gain:2',
     ];
-    const paths = FORMATS.flatMap((f) =>
+    // f:hls answers a playlist and refuses the per-segment filters: its parts are checked below.
+    const formats = FORMATS.filter((f) => f !== 'hls');
+    const paths = formats.flatMap((f) =>
       variants(f).map((v) => `/insecure/f:${f}${v ? `/${v}` : ''}/plain/local://stereo.wav`),
     );
     const answers = new Map<string, RawResponse>();
@@ -159,9 +162,21 @@ describe('npm-shipped ffmpeg and ffprobe', () => {
     // Non-vacuous: most render, both kinds of refusal occur, nothing else does.
     expect(answers.size).toBe(paths.length);
     expect(statuses.get(200)!).toBeGreaterThan(paths.length / 2);
-    expect(statuses.get(501)).toBe(FORMATS.length * 2);
+    expect(statuses.get(501)).toBe(formats.length * 2);
     expect(statuses.get(422)).toBeGreaterThan(0);
     expect([...statuses.keys()].sort()).toEqual([200, 422, 501]);
+    // f:hls on this ffmpeg: the playlist, its init part and a segment, for every segment codec.
+    for (const codec of ['flac', 'aac', 'opus']) {
+      const base = `/insecure/f:hls/hls_c:${codec}/hls_len:1`;
+      const source = '/plain/local://stereo.wav';
+      expectAudioOrDocumented(base, await get(h.url, `${base}${source}`));
+      for (const part of ['init', '1']) {
+        const path = `${base}/hls_seg:${part}${source}`;
+        const r = await get(h.url, path);
+        expect(r.status, `${path}: ${r.body}`).not.toBe(500);
+        if (part !== 'init') expectAudioOrDocumented(path, r);
+      }
+    }
   }, 180_000);
 });
 

@@ -26,7 +26,7 @@ import type { VariantStore } from '../../src/store/types.js';
 import { resolveFfmpeg } from '../../src/workers/ffmpegPath.js';
 import { REDIS_SERVER_BIN, type RedisServer, startRedisServer } from '../cluster/redisServer.js';
 import { type AudioFixtures, makeFixtures } from '../fixtures/audio.js';
-import { get, type Harness, startHarness, waitFor } from './harness.js';
+import { expectSameButInfoFrame, get, type Harness, startHarness, waitFor } from './harness.js';
 
 const KEY = 'c7'.repeat(32);
 const SALT = '5a1f'.repeat(4);
@@ -138,7 +138,8 @@ describe('one node', () => {
     const after = await get(h.url, path);
     expect(after.headers['x-audio-proxy']).toMatch(/^(MISS|COALESCED)$/);
     expect(after.headers.etag).toBe(first.headers.etag);
-    expect(after.body.equals(first.body)).toBe(true);
+    // The same mp3 but its info frame: completed in the stored copy, a placeholder when streamed.
+    expectSameButInfoFrame(after.body, first.body);
   });
 
   it('names the variant as its render does: an exp: in the purge path is not part of the key', async () => {
