@@ -33,6 +33,32 @@ const DOCS = fileURLToPath(new URL('../docs/', import.meta.url));
 export const RECORDINGS_DIR = join(DOCS, 'recordings');
 const PAGE = join(DOCS, 'concurrency-replay.md');
 
+interface Answer {
+  readonly status: number;
+  readonly cookie: string | undefined;
+  readonly body: string;
+}
+
+/** One request on a fresh socket: status, the `name=value` of its cookie, the body as text. */
+function fetchAnswer(url: string, method = 'GET', cookie?: string): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const headers = cookie === undefined ? {} : { cookie };
+    const req = httpRequest(url, { agent: false, method, headers }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () =>
+        resolve({
+          status: res.statusCode ?? 0,
+          cookie: res.headers['set-cookie']?.[0]?.split(';')[0],
+          body: Buffer.concat(chunks).toString('utf8'),
+        }),
+      );
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
 function fetchStatus(url: string): Promise<number> {
   return new Promise((resolve, reject) => {
     const req = httpRequest(url, { agent: false }, (res) => {
@@ -142,10 +168,48 @@ export async function recordDisplacedWaiter(): Promise<Recording> {
   }
 }
 
+/**
+ * Two sessions, one waiting-room slot (`AP_MAX_CONCURRENCY=2`, so the room may hold one): the
+ * first ticket is ready at once, the second queued behind it; the first session renders with its
+ * cookie (an implicit claim of its reserved slot), its run ends, and the second ticket is promoted
+ * to the slot and rendered.
+ */
+export function recordWaitingRoomPromotion(): Promise<Recording> {
+  return withProxy(
+    { AP_MAX_CONCURRENCY: '2', AP_WAITING_ROOM: '1' },
+    async (url) => {
+      const render = '/insecure/f:mp3/t:0:1/plain/local://tone.wav';
+      const join = `${url}/api/v1/queue/join?path=${encodeURIComponent(render)}`;
+      const first = await fetchAnswer(join, 'POST');
+      const second = await fetchAnswer(join, 'POST');
+      const statusOf = async (cookie: string | undefined) =>
+        JSON.parse((await fetchAnswer(`${url}/api/v1/queue/status`, 'GET', cookie)).body) as {
+          status?: string;
+        };
+      if ((await statusOf(first.cookie)).status !== 'ready') throw new Error('first not ready');
+      if ((await statusOf(second.cookie)).status !== 'queued') throw new Error('second not queued');
+      const ran = await fetchAnswer(`${url}${render}`, 'GET', first.cookie);
+      if (ran.status !== 200) throw new Error(`first render answered ${ran.status}`);
+      for (let i = 0; (await statusOf(second.cookie)).status !== 'ready'; i++) {
+        if (i > 100) throw new Error('second ticket never promoted');
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      const promoted = await fetchAnswer(
+        `${url}${render.replace('t:0:1', 't:1:1')}`,
+        'GET',
+        second.cookie,
+      );
+      if (promoted.status !== 200) throw new Error(`promoted render answered ${promoted.status}`);
+    },
+    'docs: waiting-room-promotion',
+  );
+}
+
 export const RECORDERS: Record<string, () => Promise<Recording>> = {
   'coalesced-crowd': recordCoalescedCrowd,
   'displaced-waiter': recordDisplacedWaiter,
   'recycled-pool': recordRecycledPool,
+  'waiting-room-promotion': recordWaitingRoomPromotion,
 };
 
 /** The committed recordings, by scenario id. */

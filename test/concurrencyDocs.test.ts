@@ -2,8 +2,9 @@
 // (docs/recordings/*.ndjson) give, and the recordings still match the code: the displaced-waiter
 // scenario (a real semaphore, deterministic) re-records to the same diagram, and the coalesced
 // crowd (a real proxy and ffmpeg; chunk counts vary run to run) to the same participants and
-// the same kinds of message. Regenerate with: npx tsx scripts/gen-concurrency-docs.ts --record
-// About 6 s (one real proxy).
+// the same kinds of message, and so does the waiting-room promotion (a real proxy; how many
+// status polls land before the first run ends varies). Regenerate with: npx tsx scripts/gen-concurrency-docs.ts --record
+// About 10 s (two real proxies).
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import {
@@ -11,6 +12,7 @@ import {
   pagePath,
   recordCoalescedCrowd,
   recordDisplacedWaiter,
+  recordWaitingRoomPromotion,
 } from '../scripts/gen-concurrency-docs.js';
 import type { Recording } from '../src/core/recording.js';
 import { REPLAY_SCENARIOS, renderReplayDocs } from '../src/debug/replayDocs.js';
@@ -66,5 +68,18 @@ describe('docs/concurrency-replay.md', () => {
     expect(skeleton('coalesced-crowd', fresh)).toEqual(
       skeleton('coalesced-crowd', committed.get('coalesced-crowd')!),
     );
+  }, 60_000);
+
+  it('re-records the waiting-room promotion to the same participants and kinds of message', async () => {
+    const fresh = await recordWaitingRoomPromotion();
+    const kinds = skeleton('waiting-room-promotion', fresh);
+    expect(kinds).toEqual(
+      skeleton('waiting-room-promotion', committed.get('waiting-room-promotion')!),
+    );
+    // the promotion itself: two joins, two claims (the second only after the promotion), two ends
+    const mermaid = toMermaid(diagram('waiting-room-promotion', fresh));
+    expect(mermaid).toMatch(/join ×2/);
+    expect(mermaid.match(/: claim\n/g)).toHaveLength(2);
+    expect(mermaid.match(/: runEnded\n/g)).toHaveLength(2);
   }, 60_000);
 });

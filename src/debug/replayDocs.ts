@@ -55,6 +55,13 @@ export const REPLAY_SCENARIOS: readonly ReplayScenario[] = [
       "With `AP_MAX_RENDERS_PER_WORKER_POOL=1` the supervisor retires the render pool after one task: the second render `acquire`s a pool that is being replaced, waits for the new one to `start`, and runs in it. The pool's supervisor is a state chart; its start is an invoked actor.",
     filter: actorNamed('pool:render'),
   },
+  {
+    id: 'waiting-room-promotion',
+    title: 'A waiting-room promotion: a queued ticket gets the slot',
+    about:
+      'With `AP_WAITING_ROOM=1` and `AP_MAX_CONCURRENCY=2` the room may hold one render slot. Two sessions `join`: the first ticket is ready at once (the slot reserved for it), the second is queued and keeps polling its `status`. The first session renders with its cookie (an implicit `claim` of the reserved slot); when its run ends (`runEnded`) the room promotes the queued ticket to the freed slot, and its next `status` answers ready. Every call is answered at once: the room holds tickets, never a caller.',
+    filter: actorNamed('waitingRoom'),
+  },
 ];
 
 const PROSE_HEAD = `# Concurrency you can replay
@@ -108,9 +115,8 @@ recording it names; open it with \`audio-proxy replay docs/recordings/<file>\` t
 const PROSE_TAIL = `
 ## Not covered here yet
 
-A waiting-room promotion and a cluster hand-off have no recording on this page yet: both need
-more than one process (a ticket holder polling; two nodes and Redis), which the recording script
-does not drive.
+A cluster hand-off has no recording on this page yet: it needs two nodes and Redis, which the
+recording script does not drive.
 `;
 
 /** The whole page for `recordings` (by scenario id). */
