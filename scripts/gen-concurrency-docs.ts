@@ -7,10 +7,10 @@
  *                                                      real ffmpeg), then write the page
  *
  * The scenarios (`src/debug/replayDocs.ts`'s `REPLAY_SCENARIOS`) are recorded by the functions
- * below, exported for test/concurrencyDocs.test.ts, which re-records one to prove the committed
+ * below (the cluster hand-off's one run gives two, one per node), exported for test/concurrencyDocs.test.ts, which re-records one to prove the committed
  * recording still matches what the code does.
  */
-import { execFileSync } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -28,6 +28,8 @@ import { createAudioProxy } from '../src/proxy.js';
 import { release, request } from '../src/services/semaphoreClient.js';
 import { publishTelemetry, SEMAPHORE_PREFIX } from '../src/telemetry/channels.js';
 import { resolveFfmpeg } from '../src/workers/ffmpegPath.js';
+import { startRedisServer } from '../test/cluster/redisServer.js';
+import { freePort } from '../test/ports.js';
 
 const DOCS = fileURLToPath(new URL('../docs/', import.meta.url));
 export const RECORDINGS_DIR = join(DOCS, 'recordings');
@@ -40,12 +42,20 @@ interface Answer {
 }
 
 /** One request on a fresh socket: status, the `name=value` of its cookie, the body as text. */
-function fetchAnswer(url: string, method = 'GET', cookie?: string): Promise<Answer> {
+function fetchAnswer(
+  url: string,
+  method = 'GET',
+  cookie?: string,
+  onFirstByte?: () => void,
+): Promise<Answer> {
   return new Promise((resolve, reject) => {
     const headers = cookie === undefined ? {} : { cookie };
     const req = httpRequest(url, { agent: false, method, headers }, (res) => {
       const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('data', (c: Buffer) => {
+        if (chunks.length === 0) onFirstByte?.();
+        chunks.push(c);
+      });
       res.on('end', () =>
         resolve({
           status: res.statusCode ?? 0,
@@ -70,6 +80,19 @@ function fetchStatus(url: string): Promise<number> {
   });
 }
 
+/** ffmpeg's arguments for the two-second mono tone every scenario renders. */
+const toneArgs = (out: string, seconds = 2) => [
+  '-v',
+  'error',
+  '-f',
+  'lavfi',
+  '-i',
+  `sine=frequency=440:duration=${seconds}`,
+  '-ac',
+  '1',
+  out,
+];
+
 async function withProxy(
   env: Record<string, string>,
   run: (url: string) => Promise<void>,
@@ -77,17 +100,7 @@ async function withProxy(
 ): Promise<Recording> {
   const ffmpeg = resolveFfmpeg({ env: process.env }).path;
   const root = mkdtempSync(join(tmpdir(), 'ap-docs-rec-'));
-  execFileSync(ffmpeg, [
-    '-v',
-    'error',
-    '-f',
-    'lavfi',
-    '-i',
-    'sine=frequency=440:duration=2',
-    '-ac',
-    '1',
-    join(root, 'tone.wav'),
-  ]);
+  execFileSync(ffmpeg, toneArgs(join(root, 'tone.wav')));
   const config = loadConfig({
     AP_LOCAL_ROOT: root,
     AP_ALLOW_INSECURE: '1',
@@ -205,6 +218,110 @@ export function recordWaitingRoomPromotion(): Promise<Recording> {
   );
 }
 
+/** A cluster node in its own process (scripts/concurrency-docs-node.ts), and its two URLs. */
+async function startNode(
+  env: Record<string, string>,
+): Promise<{ child: ChildProcess; url: string; metricsUrl: string }> {
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', fileURLToPath(new URL('./concurrency-docs-node.ts', import.meta.url))],
+    { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  const [url, metricsUrl] = await new Promise<[string, string]>((resolve, reject) => {
+    let out = '';
+    child.stdout!.on('data', (c: Buffer) => {
+      out += c.toString();
+      const m = /listening (\S+) (\S+)/.exec(out);
+      if (m) resolve([m[1]!, m[2]!]);
+    });
+    child.once('exit', (code) => reject(new Error(`a docs node exited with ${code}`)));
+  });
+  return { child, url, metricsUrl };
+}
+
+async function stopNode(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGTERM');
+  await exited;
+}
+
+/**
+ * Two nodes, each in its own process, on one real Redis (`/usr/bin/redis-server`, spawned as the
+ * cluster tests do), one render slot and no queue each, ffmpeg paced (`-re`) so a render lasts
+ * its source's six seconds: a first request takes node A's slot, a second (another variant)
+ * finds node A full and is handed to node B, which renders it. Each node's recording is
+ * downloaded from its metrics listener (`GET /debug/recording`); the hop between them is HTTP,
+ * not an actor message, so the result is one recording per node.
+ */
+export async function recordClusterHandoff(): Promise<{ a: Recording; b: Recording }> {
+  const ffmpeg = resolveFfmpeg({ env: process.env }).path;
+  const root = mkdtempSync(join(tmpdir(), 'ap-docs-rec-'));
+  execFileSync(ffmpeg, toneArgs(join(root, 'tone.wav'), 6));
+  const paced = join(root, 'ffmpeg-paced');
+  const listing = '-filters|-encoders|-decoders|-formats';
+  writeFileSync(
+    paced,
+    `#!/bin/sh\ncase "$1" in ${listing}) exec '${ffmpeg}' "$@" ;; esac\nexec '${ffmpeg}' -re "$@"\n`,
+    { mode: 0o755 },
+  );
+  const redis = await startRedisServer();
+  const nodes: ChildProcess[] = [];
+  try {
+    const started: { url: string; metricsUrl: string }[] = [];
+    for (const id of ['node-a', 'node-b']) {
+      const port = await freePort();
+      const node = await startNode({
+        AP_LOCAL_ROOT: root,
+        AP_ALLOW_INSECURE: '1',
+        AP_KEY: 'c1'.repeat(32), // the cluster's signing material also authenticates the hop
+        AP_SALT: '5a17',
+        AP_LOG_LEVEL: 'error',
+        AP_PORT: String(port),
+        AP_MAX_CONCURRENCY: '1',
+        AP_QUEUE_SIZE: '0',
+        AP_FFMPEG_PATH: paced,
+        AP_FLIGHT_RECORDER: '50000',
+        AP_CLUSTER_REDIS_URL: redis.url,
+        AP_CLUSTER_NODE_ID: id,
+        AP_CLUSTER_ADVERTISE_URL: `http://127.0.0.1:${port}`,
+      });
+      nodes.push(node.child);
+      started.push(node);
+    }
+    const [a, b] = started as [(typeof started)[0], (typeof started)[0]];
+    // both nodes registered in Redis (each node's ready once it has seen itself; give B its beat)
+    await new Promise((r) => setTimeout(r, 1_000));
+    const path = (cb: string) => `${a.url}/insecure/f:mp3/cb:${cb}/plain/local://tone.wav`;
+    const first = fetchAnswer(path('first'));
+    // ffmpeg flushes its output in 32 KiB writes, so the first byte may come only at the end;
+    // the paced render lasts 6 s, the probe and the spawn well under 1.5 s
+    await new Promise((r) => setTimeout(r, 1_500));
+    const second = await fetchAnswer(path('handed-off'));
+    const statuses = [(await first).status, second.status];
+    if (statuses.join() !== '200,200') throw new Error(`answered ${statuses.join(', ')}`);
+    await new Promise((r) => setTimeout(r, 1_500)); // the coordinators' linger ends
+    const [ra, rb] = await Promise.all(
+      [a, b].map(async (n) =>
+        parseRecording((await fetchAnswer(`${n.metricsUrl}/debug/recording`)).body),
+      ),
+    );
+    // the hand-off happened: node B rendered the second variant, node A only the first
+    const rendered = (r: Recording) =>
+      r.header.actors.filter((x) => x.chart === 'renderCoordinator').length;
+    if (rendered(ra!) !== 1 || rendered(rb!) !== 1) {
+      writeFileSync(join(root, 'node-a.ndjson'), formatRecording(ra!));
+      throw new Error(
+        `renders: node A ${rendered(ra!)}, node B ${rendered(rb!)}; not handed off (${root})`,
+      );
+    }
+    return { a: ra!, b: rb! };
+  } finally {
+    for (const child of nodes) await stopNode(child);
+    await redis.stop();
+  }
+}
+
 export const RECORDERS: Record<string, () => Promise<Recording>> = {
   'coalesced-crowd': recordCoalescedCrowd,
   'displaced-waiter': recordDisplacedWaiter,
@@ -234,6 +351,14 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     mkdirSync(RECORDINGS_DIR, { recursive: true });
     for (const [id, record] of Object.entries(RECORDERS)) {
       const recording = await record();
+      writeFileSync(join(RECORDINGS_DIR, `${id}.ndjson`), formatRecording(recording));
+      process.stdout.write(`recorded ${id}: ${recording.entries.length} entries\n`);
+    }
+    const { a, b } = await recordClusterHandoff(); // one recording per node
+    for (const [id, recording] of [
+      ['cluster-handoff-node-a', a],
+      ['cluster-handoff-node-b', b],
+    ] as const) {
       writeFileSync(join(RECORDINGS_DIR, `${id}.ndjson`), formatRecording(recording));
       process.stdout.write(`recorded ${id}: ${recording.entries.length} entries\n`);
     }

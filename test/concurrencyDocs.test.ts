@@ -3,13 +3,15 @@
 // scenario (a real semaphore, deterministic) re-records to the same diagram, and the coalesced
 // crowd (a real proxy and ffmpeg; chunk counts vary run to run) to the same participants and
 // the same kinds of message, and so does the waiting-room promotion (a real proxy; how many
-// status polls land before the first run ends varies). Regenerate with: npx tsx scripts/gen-concurrency-docs.ts --record
-// About 10 s (two real proxies).
+// status polls land before the first run ends varies), and the cluster hand-off (two node
+// processes on a real Redis; one diagram per node). Regenerate with: npx tsx scripts/gen-concurrency-docs.ts --record
+// About 20 s (four real proxies, one redis-server).
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import {
   committedRecordings,
   pagePath,
+  recordClusterHandoff,
   recordCoalescedCrowd,
   recordDisplacedWaiter,
   recordWaitingRoomPromotion,
@@ -81,5 +83,18 @@ describe('docs/concurrency-replay.md', () => {
     expect(mermaid).toMatch(/join ×2/);
     expect(mermaid.match(/: claim\n/g)).toHaveLength(2);
     expect(mermaid.match(/: runEnded\n/g)).toHaveLength(2);
+  }, 60_000);
+
+  it('re-records the cluster hand-off to the same two diagrams, kinds of message', async () => {
+    const { a, b } = await recordClusterHandoff();
+    for (const [id, fresh] of [
+      ['cluster-handoff-node-a', a],
+      ['cluster-handoff-node-b', b],
+    ] as const) {
+      expect(skeleton(id, fresh)).toEqual(skeleton(id, committed.get(id)!));
+    }
+    // node A refused the second request a slot (so it went to node B), node B rendered it
+    expect(toMermaid(diagram('cluster-handoff-node-a', a))).toMatch(/Note over P\d+: rejected/);
+    expect(toMermaid(diagram('cluster-handoff-node-b', b))).toMatch(/render\.done/);
   }, 60_000);
 });

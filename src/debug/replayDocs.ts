@@ -62,6 +62,20 @@ export const REPLAY_SCENARIOS: readonly ReplayScenario[] = [
       'With `AP_WAITING_ROOM=1` and `AP_MAX_CONCURRENCY=2` the room may hold one render slot. Two sessions `join`: the first ticket is ready at once (the slot reserved for it), the second is queued and keeps polling its `status`. The first session renders with its cookie (an implicit `claim` of the reserved slot); when its run ends (`runEnded`) the room promotes the queued ticket to the freed slot, and its next `status` answers ready. Every call is answered at once: the room holds tickets, never a caller.',
     filter: actorNamed('waitingRoom'),
   },
+  {
+    id: 'cluster-handoff-node-a',
+    title: 'A cluster hand-off, node A: full, so the request goes to a peer',
+    about:
+      "Two nodes, each in its own process, share one Redis; each has one render slot and no queue (`AP_MAX_CONCURRENCY=1`, `AP_QUEUE_SIZE=0`), and ffmpeg is paced so a render lasts six seconds. Node A's semaphore grants the first request its slot and answers the second, another variant, `rejected` at once: a full node does not answer 429 while a peer has room, it relays the request to that peer over HTTP (a hop header signed with the cluster's key). The relay is not an actor message, so node A's recording ends here for that request; node B's recording, below, picks it up. Each node records its own actors: the two recordings are separate files on separate clocks, one diagram per node.",
+    filter: actorNamed('semaphore'),
+  },
+  {
+    id: 'cluster-handoff-node-b',
+    title: 'A cluster hand-off, node B: the relayed request rendered',
+    about:
+      "The same run as seen by node B: the relayed request arrives as an ordinary request (the hop header only tells B not to hand it on again), takes B's slot and renders. The flow is the same as on a single node; what the cluster adds happens before it, between the nodes and Redis.",
+    filter: (r) => ({ key: coordinatorKey(r) }),
+  },
 ];
 
 const PROSE_HEAD = `# Concurrency you can replay
@@ -112,13 +126,6 @@ consecutive identical arrows are one arrow \`×N\`. Each diagram below is genera
 recording it names; open it with \`audio-proxy replay docs/recordings/<file>\` to step through it.
 `;
 
-const PROSE_TAIL = `
-## Not covered here yet
-
-A cluster hand-off has no recording on this page yet: it needs two nodes and Redis, which the
-recording script does not drive.
-`;
-
 /** The whole page for `recordings` (by scenario id). */
 export function renderReplayDocs(recordings: ReadonlyMap<string, Recording>): string {
   const parts = [PROSE_HEAD];
@@ -142,6 +149,5 @@ export function renderReplayDocs(recordings: ReadonlyMap<string, Recording>): st
     );
     parts.push(`\n\`\`\`mermaid\n${toMermaid(sequenceOf(recording, filter))}\`\`\`\n`);
   }
-  parts.push(PROSE_TAIL);
   return parts.join('');
 }
