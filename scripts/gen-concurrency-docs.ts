@@ -4,11 +4,13 @@
  *   npx tsx scripts/gen-concurrency-docs.ts            write the page from docs/recordings/
  *   npx tsx scripts/gen-concurrency-docs.ts --check    exit 1 if the page is stale (writes nothing)
  *   npx tsx scripts/gen-concurrency-docs.ts --record   re-record every scenario (real proxies,
- *                                                      real ffmpeg), then write the page
+ *                                                      real ffmpeg, a real redis-server for the
+ *                                                      cluster hand-off), then write the page
  *
  * The scenarios (`src/debug/replayDocs.ts`'s `REPLAY_SCENARIOS`) are recorded by the functions
- * below (the cluster hand-off's one run gives two, one per node), exported for test/concurrencyDocs.test.ts, which re-records one to prove the committed
- * recording still matches what the code does.
+ * below (the cluster hand-off's one run gives two, one per node), exported for
+ * test/concurrencyDocs.test.ts, which re-records each to prove the committed recordings still
+ * match what the code does.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -17,16 +19,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
-import { createActor } from 'xstate';
-import { inbox } from '../src/actors/call.js';
 import { loadConfig } from '../src/config/index.js';
 import { formatRecording, parseRecording, type Recording } from '../src/core/recording.js';
-import { createFlightRecorder } from '../src/debug/recorder.js';
 import { REPLAY_SCENARIOS, renderReplayDocs } from '../src/debug/replayDocs.js';
-import { semaphoreMachine } from '../src/machines/semaphore.js';
 import { createAudioProxy } from '../src/proxy.js';
-import { release, request } from '../src/services/semaphoreClient.js';
-import { publishTelemetry, SEMAPHORE_PREFIX } from '../src/telemetry/channels.js';
 import { resolveFfmpeg } from '../src/workers/ffmpegPath.js';
 import { startRedisServer } from '../test/cluster/redisServer.js';
 import { freePort } from '../test/ports.js';
@@ -42,20 +38,13 @@ interface Answer {
 }
 
 /** One request on a fresh socket: status, the `name=value` of its cookie, the body as text. */
-function fetchAnswer(
-  url: string,
-  method = 'GET',
-  cookie?: string,
-  onFirstByte?: () => void,
-): Promise<Answer> {
+function fetchAnswer(url: string, method = 'GET', cookie?: string, body?: string): Promise<Answer> {
   return new Promise((resolve, reject) => {
-    const headers = cookie === undefined ? {} : { cookie };
+    const headers: Record<string, string> = cookie === undefined ? {} : { cookie };
+    if (body !== undefined) headers['content-type'] = 'application/json';
     const req = httpRequest(url, { agent: false, method, headers }, (res) => {
       const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => {
-        if (chunks.length === 0) onFirstByte?.();
-        chunks.push(c);
-      });
+      res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () =>
         resolve({
           status: res.statusCode ?? 0,
@@ -65,7 +54,7 @@ function fetchAnswer(
       );
     });
     req.on('error', reject);
-    req.end();
+    req.end(body);
   });
 }
 
@@ -93,15 +82,32 @@ const toneArgs = (out: string, seconds = 2) => [
   out,
 ];
 
+/**
+ * An ffmpeg that reads its input at native speed (`-re`), so a render lasts as long as its
+ * source: how a scenario keeps a slot busy while its next request arrives.
+ */
+function pacedFfmpeg(root: string, ffmpeg: string): string {
+  const paced = join(root, 'ffmpeg-paced');
+  const listing = '-filters|-encoders|-decoders|-formats';
+  writeFileSync(
+    paced,
+    `#!/bin/sh\ncase "$1" in ${listing}) exec '${ffmpeg}' "$@" ;; esac\nexec '${ffmpeg}' -re "$@"\n`,
+    { mode: 0o755 },
+  );
+  return paced;
+}
+
 async function withProxy(
   env: Record<string, string>,
   run: (url: string) => Promise<void>,
   reason: string,
+  opts: { toneSeconds?: number; paced?: boolean } = {},
 ): Promise<Recording> {
   const ffmpeg = resolveFfmpeg({ env: process.env }).path;
   const root = mkdtempSync(join(tmpdir(), 'ap-docs-rec-'));
-  execFileSync(ffmpeg, toneArgs(join(root, 'tone.wav')));
+  execFileSync(ffmpeg, toneArgs(join(root, 'tone.wav'), opts.toneSeconds));
   const config = loadConfig({
+    ...(opts.paced ? { AP_FFMPEG_PATH: pacedFfmpeg(root, ffmpeg) } : {}),
     AP_LOCAL_ROOT: root,
     AP_ALLOW_INSECURE: '1',
     AP_MAX_CONCURRENCY: '1',
@@ -147,38 +153,41 @@ export function recordRecycledPool(): Promise<Recording> {
   );
 }
 
-/** A real semaphore (one slot, a queue of one): a low waiter displaced by an interactive one. */
-export async function recordDisplacedWaiter(): Promise<Recording> {
-  const recorder = createFlightRecorder({ capacity: 1_000, dir: tmpdir() });
-  const sem = createActor(semaphoreMachine, {
-    input: { capacity: 1, queueSize: 1 },
-    inspect: recorder.observer,
-  });
-  recorder.name(sem, 'semaphore');
-  sem.start();
-  const detach = publishTelemetry(sem, SEMAPHORE_PREFIX); // the recorder is on the channels
-  try {
-    const told: string[] = [];
-    const offLow = inbox(sem, 'low-1', (m: { type: string }) => told.push(`low-1 ${m.type}`));
-    const offHigh = inbox(sem, 'interactive-1', (m: { type: string }) =>
-      told.push(`interactive-1 ${m.type}`),
-    );
-    await request(sem, 'holder-1');
-    await request(sem, 'low-1', { class: 'low' });
-    await request(sem, 'interactive-1', { class: 'interactive' });
-    await release(sem, 'holder-1');
-    await release(sem, 'interactive-1');
-    offLow();
-    offHigh();
-    if (told.join(',') !== 'low-1 displaced,interactive-1 granted') {
-      throw new Error(`unexpected messages: ${told.join(',')}`);
-    }
-    return recorder.recording('docs: displaced-waiter');
-  } finally {
-    detach();
-    sem.stop();
-    recorder.close();
-  }
+/**
+ * Through HTTP: one slot, a queue of one, a variant store (warming needs one), ffmpeg paced. A
+ * `POST /warm` of two `low` entries fills the slot and the queue; a live request then finds the
+ * queue full and displaces the queued warm entry (and, waiting, preempts the running one), then
+ * takes the slot. One attempt per warm entry, so no retry adds to the picture.
+ */
+export function recordDisplacedWaiter(): Promise<Recording> {
+  const store = mkdtempSync(join(tmpdir(), 'ap-docs-store-'));
+  return withProxy(
+    {
+      AP_QUEUE_SIZE: '1',
+      AP_VARIANT_STORE: `file://${store}`,
+      AP_SERVE_MODE: 'proxy',
+      AP_WARM_ATTEMPTS: '1',
+      AP_WARM_ADMITTED: '2', // both warm entries in the semaphore: one running, one queued
+    },
+    async (url) => {
+      const warm = (cb: string) => `/insecure/f:mp3/cb:${cb}/plain/local://tone.wav`;
+      const posted = await fetchAnswer(
+        `${url}/warm`,
+        'POST',
+        undefined,
+        JSON.stringify({
+          entries: [warm('warm-1'), warm('warm-2')].map((path) => ({ path, class: 'low' })),
+        }),
+      );
+      if (posted.status !== 200)
+        throw new Error(`POST /warm answered ${posted.status}: ${posted.body}`);
+      await new Promise((r) => setTimeout(r, 1_000)); // the first warm render is running
+      const live = await fetchAnswer(`${url}/insecure/f:mp3/t:0:2/plain/local://tone.wav`);
+      if (live.status !== 200) throw new Error(`the live request answered ${live.status}`);
+    },
+    'docs: displaced-waiter',
+    { toneSeconds: 6, paced: true },
+  );
 }
 
 /**
@@ -258,13 +267,7 @@ export async function recordClusterHandoff(): Promise<{ a: Recording; b: Recordi
   const ffmpeg = resolveFfmpeg({ env: process.env }).path;
   const root = mkdtempSync(join(tmpdir(), 'ap-docs-rec-'));
   execFileSync(ffmpeg, toneArgs(join(root, 'tone.wav'), 6));
-  const paced = join(root, 'ffmpeg-paced');
-  const listing = '-filters|-encoders|-decoders|-formats';
-  writeFileSync(
-    paced,
-    `#!/bin/sh\ncase "$1" in ${listing}) exec '${ffmpeg}' "$@" ;; esac\nexec '${ffmpeg}' -re "$@"\n`,
-    { mode: 0o755 },
-  );
+  const paced = pacedFfmpeg(root, ffmpeg);
   const redis = await startRedisServer();
   const nodes: ChildProcess[] = [];
   try {

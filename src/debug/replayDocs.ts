@@ -2,9 +2,10 @@
  * docs/concurrency-replay.md, generated: how to record and replay, then one sequence diagram per
  * scenario, drawn by `sequence.ts` from a real recording kept beside the page
  * (`docs/recordings/<scenario>.ndjson`, written by `scripts/gen-concurrency-docs.ts --record`
- * from a running proxy or a real semaphore). test/concurrencyDocs.test.ts checks that the page
- * is exactly what these recordings give, so a diagram cannot drift from its recording, and
- * re-records one scenario to check the recording has not drifted from the code.
+ * from running proxies; the cluster hand-off from two node processes on a real Redis).
+ * test/concurrencyDocs.test.ts checks that the page is exactly what these recordings give, so
+ * a diagram cannot drift from its recording, and re-records every scenario to check the
+ * recordings have not drifted from the code.
  *
  * ## Invariants
  * - **Pure**: the same recordings give the same page, byte for byte.
@@ -43,9 +44,9 @@ export const REPLAY_SCENARIOS: readonly ReplayScenario[] = [
   },
   {
     id: 'displaced-waiter',
-    title: 'A displaced waiter: a higher class takes a full queue',
+    title: 'A displaced waiter: a live request takes a full queue from warm work',
     about:
-      "One slot, a queue of one. A `low` request waits; an `interactive` one arrives to a full queue and takes the waiter's place (the waiter is told `displaced`, a telemetry note), then the slot when the holder releases it. The semaphore answers every request at once: nobody waits inside it.",
+      "One slot, a queue of one, through HTTP. A `POST /warm` of two `low` entries fills both: the first renders (a warm render is an _orphan_: no listener holds it, hence `orphaned`), the second waits. A live request (class `interactive`) then finds the queue full and takes the waiter's place: the queued warm entry is told `displaced` and leaves (`gone`), and since a live request is now waiting, the running warm render is `preempted` and releases its slot, which goes to the live request. The semaphore answers every request at once: nobody waits inside it. (The warm entries have one attempt each here, so none is retried.)",
     filter: actorNamed('semaphore'),
   },
   {
