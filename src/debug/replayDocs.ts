@@ -2,9 +2,10 @@
  * docs/concurrency-replay.md, generated: how to record and replay, then one sequence diagram per
  * scenario, drawn by `sequence.ts` from a real recording kept beside the page
  * (`docs/recordings/<scenario>.ndjson`, written by `scripts/gen-concurrency-docs.ts --record`
- * from a running proxy or a real semaphore). test/concurrencyDocs.test.ts checks that the page
- * is exactly what these recordings give, so a diagram cannot drift from its recording, and
- * re-records one scenario to check the recording has not drifted from the code.
+ * from running proxies; the cluster hand-off from two node processes on a real Redis).
+ * test/concurrencyDocs.test.ts checks that the page is exactly what these recordings give, so
+ * a diagram cannot drift from its recording, and re-records every scenario to check the
+ * recordings have not drifted from the code.
  *
  * ## Invariants
  * - **Pure**: the same recordings give the same page, byte for byte.
@@ -43,9 +44,9 @@ export const REPLAY_SCENARIOS: readonly ReplayScenario[] = [
   },
   {
     id: 'displaced-waiter',
-    title: 'A displaced waiter: a higher class takes a full queue',
+    title: 'A displaced waiter: a live request takes a full queue from warm work',
     about:
-      "One slot, a queue of one. A `low` request waits; an `interactive` one arrives to a full queue and takes the waiter's place (the waiter is told `displaced`, a telemetry note), then the slot when the holder releases it. The semaphore answers every request at once: nobody waits inside it.",
+      "One slot, a queue of one, through HTTP. A `POST /warm` of two `low` entries fills both: the first renders (a warm render is an _orphan_: no listener holds it, hence `orphaned`), the second waits. A live request (class `interactive`) then finds the queue full and takes the waiter's place: the queued warm entry is told `displaced` and leaves (`gone`), and since a live request is now waiting, the running warm render is `preempted` and releases its slot, which goes to the live request. The semaphore answers every request at once: nobody waits inside it. (The warm entries have one attempt each here, so none is retried.)",
     filter: actorNamed('semaphore'),
   },
   {
@@ -54,6 +55,27 @@ export const REPLAY_SCENARIOS: readonly ReplayScenario[] = [
     about:
       "With `AP_MAX_RENDERS_PER_WORKER_POOL=1` the supervisor retires the render pool after one task: the second render `acquire`s a pool that is being replaced, waits for the new one to `start`, and runs in it. The pool's supervisor is a state chart; its start is an invoked actor.",
     filter: actorNamed('pool:render'),
+  },
+  {
+    id: 'waiting-room-promotion',
+    title: 'A waiting-room promotion: a queued ticket gets the slot',
+    about:
+      'With `AP_WAITING_ROOM=1` and `AP_MAX_CONCURRENCY=2` the room may hold one render slot. Two sessions `join`: the first ticket is ready at once (the slot reserved for it), the second is queued and keeps polling its `status`. The first session renders with its cookie (an implicit `claim` of the reserved slot); when its run ends (`runEnded`) the room promotes the queued ticket to the freed slot, and its next `status` answers ready. Every call is answered at once: the room holds tickets, never a caller.',
+    filter: actorNamed('waitingRoom'),
+  },
+  {
+    id: 'cluster-handoff-node-a',
+    title: 'A cluster hand-off, node A: full, so the request goes to a peer',
+    about:
+      "Two nodes, each in its own process, share one Redis; each has one render slot and no queue (`AP_MAX_CONCURRENCY=1`, `AP_QUEUE_SIZE=0`), and ffmpeg is paced so a render lasts six seconds. Node A's semaphore grants the first request its slot and answers the second, another variant, `rejected` at once: a full node does not answer 429 while a peer has room, it relays the request to that peer over HTTP (a hop header signed with the cluster's key). The relay is not an actor message, so node A's recording ends here for that request; node B's recording, below, picks it up. Each node records its own actors: the two recordings are separate files on separate clocks, one diagram per node.",
+    filter: actorNamed('semaphore'),
+  },
+  {
+    id: 'cluster-handoff-node-b',
+    title: 'A cluster hand-off, node B: the relayed request rendered',
+    about:
+      "The same run as seen by node B: the relayed request arrives as an ordinary request (the hop header only tells B not to hand it on again), takes B's slot and renders. The flow is the same as on a single node; what the cluster adds happens before it, between the nodes and Redis.",
+    filter: (r) => ({ key: coordinatorKey(r) }),
   },
 ];
 
@@ -105,14 +127,6 @@ consecutive identical arrows are one arrow \`×N\`. Each diagram below is genera
 recording it names; open it with \`audio-proxy replay docs/recordings/<file>\` to step through it.
 `;
 
-const PROSE_TAIL = `
-## Not covered here yet
-
-A waiting-room promotion and a cluster hand-off have no recording on this page yet: both need
-more than one process (a ticket holder polling; two nodes and Redis), which the recording script
-does not drive.
-`;
-
 /** The whole page for `recordings` (by scenario id). */
 export function renderReplayDocs(recordings: ReadonlyMap<string, Recording>): string {
   const parts = [PROSE_HEAD];
@@ -136,6 +150,5 @@ export function renderReplayDocs(recordings: ReadonlyMap<string, Recording>): st
     );
     parts.push(`\n\`\`\`mermaid\n${toMermaid(sequenceOf(recording, filter))}\`\`\`\n`);
   }
-  parts.push(PROSE_TAIL);
   return parts.join('');
 }
