@@ -638,7 +638,14 @@ export function judge(
   const problems: string[] = [];
   const { status } = res;
   const head = req.method === 'HEAD';
-  if (!SUCCESS_STATUSES.has(status) && !TABLE_STATUSES.has(status)) {
+  // A Range is answered from a render in progress too (docs/ranges.md): 206 with its window.
+  const ranged = Object.keys(req.headers ?? {}).some((name) => name.toLowerCase() === 'range');
+  if (status === 206) {
+    if (!ranged) problems.push('206 to a request without a Range');
+    if (!/^bytes \d+-\d+\/(\d+|\*)$/.test(String(res.headers['content-range']))) {
+      problems.push(`206 with Content-Range ${String(res.headers['content-range'])}`);
+    }
+  } else if (!SUCCESS_STATUSES.has(status) && !TABLE_STATUSES.has(status)) {
     problems.push(`status ${status} is in no row of the error table`);
   }
   const all = Buffer.concat([res.body, Buffer.from(JSON.stringify(res.headers))]);
