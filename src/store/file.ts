@@ -181,6 +181,8 @@ export class FileVariantStore implements VariantStore {
   #tail: Promise<unknown> = Promise.resolve();
   #scanned: Promise<void> | undefined;
   #oversizeSeen = false;
+  /** The size that made each oversize refusal, for its event. */
+  readonly #oversizeBytes = new WeakMap<StoreError, number>();
 
   constructor(options: FileVariantStoreOptions) {
     if (typeof options?.root !== 'string' || !options.root.startsWith('/')) {
@@ -293,20 +295,27 @@ export class FileVariantStore implements VariantStore {
     if (!this.#evicting.has(key)) this.#index?.delete(key);
   }
 
+  /** The refusal of an oversize put; published by `#oversize` once its staging is gone. */
   #tooLarge(key: string, bytes: number): StoreError {
+    const error = new StoreError(
+      'ERR_STORE_TOO_LARGE',
+      TOO_LARGE_REASON,
+      `variant ${key} is larger than the store's bound (${this.maxBytes} bytes); not stored`,
+    );
+    this.#oversizeBytes.set(error, bytes);
+    return error;
+  }
+
+  #oversize(key: string, error: StoreError): void {
     const first = !this.#oversizeSeen;
     this.#oversizeSeen = true;
+    const bytes = this.#oversizeBytes.get(error) ?? 0;
     publish(VARIANT_STORE_CHANNELS.oversize, () => ({
       key,
       bytes,
       maxBytes: this.maxBytes,
       first,
     }));
-    return new StoreError(
-      'ERR_STORE_TOO_LARGE',
-      TOO_LARGE_REASON,
-      `variant ${key} is larger than the store's bound (${this.maxBytes} bytes); not stored`,
-    );
   }
 
   async head(key: string): Promise<StoredVariant | undefined> {
@@ -491,6 +500,9 @@ export class FileVariantStore implements VariantStore {
       await Promise.all([rm(dataTmp, { force: true }), rm(metaTmp, { force: true })]).catch(
         () => {},
       );
+      // Counted once nothing of it is left on disk: whoever sees the count finds no staging.
+      if (error instanceof StoreError && error.code === 'ERR_STORE_TOO_LARGE')
+        this.#oversize(key, error);
       if (error instanceof StoreError) throw error;
       throw new StoreError('ERR_STORE_WRITE', reasonOf(error), 'variant write failed', {
         cause: error,
