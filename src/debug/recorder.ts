@@ -58,6 +58,7 @@ import type { SemaphoreContext } from '../machines/semaphore.js';
 import { CHANNELS, RENDER_CHANNELS } from '../telemetry/channels.js';
 import { CHART_MACHINES } from './chartModel.js';
 import { detailsOf } from './details.js';
+import { valueString } from './liveView.js';
 
 /** Where `GET` downloads the ring, on the metrics listener. */
 export const RECORDING_PATH = '/debug/recording';
@@ -133,20 +134,6 @@ interface Info {
 }
 
 const CHARTED = new Set(CHART_MACHINES.map((m) => m.machine.id));
-
-/** `{ a: { b: 'c' }, d: 'e' }` → `a.b.c, d.e` (the live view's spelling). */
-function valueText(value: StateValue): string {
-  if (typeof value === 'string') return value;
-  const parts: string[] = [];
-  for (const [key, sub] of Object.entries(value)) {
-    if (sub === undefined || (typeof sub === 'object' && Object.keys(sub).length === 0)) {
-      parts.push(key);
-    } else {
-      for (const leaf of valueText(sub as StateValue).split(', ')) parts.push(`${key}.${leaf}`);
-    }
-  }
-  return parts.join(', ');
-}
 
 function logicIdOf(actor: AnyActorRef): string | null {
   const logic = (actor as { logic?: unknown }).logic;
@@ -312,7 +299,7 @@ export function createFlightRecorder(options: FlightRecorderOptions): FlightReco
     const info = infoOf(actor);
     const s = snapshot as { status?: unknown; value?: StateValue; context?: unknown };
     const status = typeof s.status === 'string' ? s.status : 'active';
-    const value = info.chart !== null && s.value !== undefined ? valueText(s.value) : '';
+    const value = info.chart !== null && s.value !== undefined ? valueString(s.value) : '';
     const raw = info.chart !== null ? detailsOf(info.chart, s.context) : {};
     const details: Record<string, Primitive> = {};
     for (const [k, v] of Object.entries(raw)) details[k] = typeof v === 'string' ? text(v) : v;
