@@ -70,7 +70,10 @@ export function segmentDurations(options: RenderOptions, durationS: number): num
 
 /** The relative URI of one part (`init` or a segment index). */
 export function partUri(input: PlaylistInput, part: typeof HLS_INIT_PART | number): string {
-  const rest = `/${[...input.optionSegments, `${HLS_PART_KEY}:${part}`, input.source].join('/')}`;
+  // A quoted-string in a playlist may not hold `"` (RFC 8216 §4.2): a source spelled with one
+  // would end `#EXT-X-MAP:URI="…"` early. Percent-encoded it names the same source.
+  const parts = [...input.optionSegments, `${HLS_PART_KEY}:${part}`, input.source];
+  const rest = `/${parts.join('/')}`.replaceAll('"', '%22');
   const signature = input.signer.insecure
     ? INSECURE_SIGNATURE
     : sign(rest, input.signer.key, input.signer.salt);

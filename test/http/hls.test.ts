@@ -104,6 +104,25 @@ describe('writePlaylist', () => {
       '/insecure/pr:long/hls_seg:2/plain/local://dir/a%20b.flac',
     );
   });
+  it('a source spelled with a quote cannot end the map URI early; its links still verify', () => {
+    const source = 'plain/local://dir/a"b.flac';
+    const opts = 'f:hls/hls_len:6';
+    const i = input(opts, {
+      source,
+      requestPath: `/${sign(`/${opts}/${source}`, KEY, SALT)}/${opts}/${source}`,
+    });
+    const map = writePlaylist(i)
+      .split('\n')
+      .find((l) => l.startsWith('#EXT-X-MAP:'))!;
+    expect(map.match(/"/g)).toHaveLength(2); // the attribute's own quotes, nothing inside
+    for (const part of ['init', 0] as const) {
+      const link = new URL(partUri(i, part), `http://proxy${i.requestPath}`).pathname;
+      expect(link).not.toContain('"');
+      const [, signature, ...rest] = link.split('/');
+      expect(sign(`/${rest.join('/')}`, KEY, SALT)).toBe(signature);
+      expect(decodeURIComponent(link)).toContain('local://dir/a"b.flac');
+    }
+  });
   it(`refuses to list more than ${MAX_HLS_SEGMENTS} segments`, () => {
     const i = input('f:hls/hls_len:1', { durationS: MAX_HLS_SEGMENTS + 1 });
     expect(() => writePlaylist(i)).toThrow(PlaylistTooLong);
