@@ -1,6 +1,6 @@
 /**
  * Soak: `npx tsx --expose-gc bench/soak.ts [--renders 2000] [--concurrency 2] [--seconds 54]
- * [--store]` (or `npm run bench -- soak …`).
+ * [--store] [--format wav|mp3|…]` (or `npm run bench -- soak …`).
  *
  * Renders `--renders` distinct variants (`f:wav` with a cache buster each, so every one is a
  * MISS that runs ffmpeg) of a generated stereo WAV of `--seconds` seconds (54 s: a ~9.5 MB
@@ -41,6 +41,11 @@ const RENDERS = arg('renders', 2_000);
 const CONCURRENCY = arg('concurrency', 2);
 const SECONDS = arg('seconds', 54);
 const STORE = process.argv.includes('--store');
+/** `--format mp3` (or any format) instead of wav: an mp3 also takes the info-frame path. */
+const FORMAT = (() => {
+  const i = process.argv.indexOf('--format');
+  return i === -1 ? 'wav' : String(process.argv[i + 1]);
+})();
 
 const gc = (globalThis as { gc?: () => void }).gc;
 if (!gc) {
@@ -70,7 +75,13 @@ const env: Record<string, string> = {
 };
 // Any AP_* setting in the environment applies too (AP_MAX_RENDERS_PER_WORKER_POOL, say).
 for (const [k, v] of Object.entries(process.env)) if (k.startsWith('AP_') && v) env[k] = v;
-if (STORE) env.AP_VARIANT_STORE = `file://${join(dir, `store-${process.pid}`)}`;
+if (STORE) {
+  // The store's root must exist (config refuses a missing directory); one per run.
+  const root = join(dir, `store-${process.pid}`);
+  mkdirSync(root, { recursive: true });
+  env.AP_VARIANT_STORE = `file://${root}`;
+  env.AP_SERVE_MODE = 'proxy'; // a file store cannot presign: hits are served by the proxy
+}
 const config = loadConfig(env);
 const proxy = await createAudioProxy({ config, logger: pino({ level: 'silent' }) });
 const { url } = await proxy.listen({ host: '127.0.0.1', port: 0, metricsPort: 0 });
@@ -151,7 +162,7 @@ async function renderUpTo(limit: number): Promise<void> {
     while (next < limit) {
       const i = next++;
       const r = await fetchDrain(
-        `/insecure/f:wav/cb:soak${i}/plain/local://${source.split('/').pop()}`,
+        `/insecure/f:${FORMAT}/cb:soak${i}/plain/local://${source.split('/').pop()}`,
       );
       if (r.status !== 200) failures++;
       else variantBytes = r.bytes;
@@ -183,7 +194,7 @@ const rows: Array<[string, (s: Sample) => string]> = [
   ['live ffmpeg children', (s) => String(s.children)],
 ];
 console.log(
-  `soak: ${RENDERS} renders of a ${mib(variantBytes)} MiB variant (f:wav, ${SECONDS} s stereo), ${CONCURRENCY} clients, store ${STORE ? 'file' : 'none'}, ${seconds.toFixed(0)} s, ${failures} non-200`,
+  `soak: ${RENDERS} renders of a ${mib(variantBytes)} MiB variant (f:${FORMAT}, ${SECONDS} s stereo), ${CONCURRENCY} clients, store ${STORE ? 'file' : 'none'}, ${seconds.toFixed(0)} s, ${failures} non-200`,
 );
 console.log(`| figure | start | middle | end |\n|---|---|---|---|`);
 for (const [name, f] of rows) console.log(`| ${name} | ${f(start)} | ${f(middle)} | ${f(end)} |`);
