@@ -7,14 +7,23 @@
  * `--quick` uses fewer rounds (a few minutes in all); the default is the documented settings.
  * A benchmark that cannot run here (no nginx, say) leaves its rows as "not measured".
  */
-import { spawnSync } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { BATCH_BYTES, FLUSH_MS } from '../src/core/worker.js';
+import { appendRun, comparisonMarkdown, type RatioFigure, type RunRecord } from './compare.js';
 import type { Figures } from './report.js';
 
-const quick = process.argv.includes('--quick');
+const argv = process.argv.slice(2);
+const quick = argv.includes('--quick');
+/** `--compare`: only rewrite the comparison of the two newest kept runs; run nothing. */
+const compareOnly = argv.includes('--compare');
+/** `--load N`: start N busy loops for the whole run, to measure at a known higher load. */
+const extraLoad = argv.includes('--load') ? Number(argv[argv.indexOf('--load') + 1]) : 0;
+if (!Number.isInteger(extraLoad) || extraLoad < 0 || extraLoad > 16)
+  throw new RangeError('--load needs an integer from 0 to 16');
 const RUNS: Array<{ bench: string; file: string; flags?: string[]; args: string[] }> = [
   {
     bench: 'semaphore',
@@ -25,7 +34,12 @@ const RUNS: Array<{ bench: string; file: string; flags?: string[]; args: string[
       : ['--cycles', '200000', '--rounds', '7', '--waiters', '1000000'],
   },
   { bench: 'render', file: 'render.ts', args: [quick ? '3' : '5'] },
-  { bench: 'workers', file: 'workers.ts', args: ['--rounds', quick ? '5' : '11'] },
+  {
+    bench: 'workers',
+    file: 'workers.ts',
+    flags: ['--expose-gc'],
+    args: ['--rounds', quick ? '5' : '11'],
+  },
   {
     bench: 'hit',
     file: 'hit.ts',
@@ -34,6 +48,58 @@ const RUNS: Array<{ bench: string; file: string; flags?: string[]; args: string[
   { bench: 'cpu', file: 'cpu.ts', args: ['--rounds', quick ? '3' : '5'] },
   { bench: 'burst', file: 'burst.ts', args: [] },
 ];
+
+const doc = fileURLToPath(new URL('../docs/performance.md', import.meta.url));
+const runsFile = fileURLToPath(new URL('../docs/bench-runs.json', import.meta.url));
+const readRuns = (): RunRecord[] =>
+  existsSync(runsFile) ? (JSON.parse(readFileSync(runsFile, 'utf8')) as RunRecord[]) : [];
+
+/** Replaces the text between `<!-- bench:NAME:begin … -->` and `<!-- bench:NAME:end -->`. */
+function writeSection(name: string, body: string, heading: string): void {
+  const begin = `<!-- bench:${name}:begin (written by \`npm run bench -- all\`; edits here are overwritten) -->`;
+  const endMark = `<!-- bench:${name}:end -->`;
+  const section = `${begin}\n${body}\n${endMark}`;
+  const text = readFileSync(doc, 'utf8');
+  const from = text.indexOf(`<!-- bench:${name}:begin`);
+  const to = text.indexOf(endMark);
+  const next =
+    from !== -1 && to > from
+      ? text.slice(0, from) + section + text.slice(to + endMark.length)
+      : text.replace(/\n## /, `\n## ${heading}\n\n${section}\n\n## `);
+  writeFileSync(doc, next);
+  // Tables are written unaligned; biome (the lint step) aligns them, so the doc stays lint-clean.
+  spawnSync('npx', ['biome', 'format', '--write', doc], { stdio: 'ignore' });
+}
+
+function writeComparison(runs: readonly RunRecord[]): void {
+  const [a, b] = runs.slice(-2);
+  if (!a || !b) {
+    console.log('\none run kept so far: run again (at another load) to compare two');
+    return;
+  }
+  const body = comparisonMarkdown(a, b);
+  console.log(`\n${body}`);
+  writeSection('compare', body, 'Two runs compared: every CPU ratio');
+}
+
+if (compareOnly) {
+  writeComparison(readRuns());
+  process.exit(0);
+}
+
+/** Busy loops that load the machine for the whole run (`--load N`), killed on the way out. */
+const loaders: ChildProcess[] = Array.from({ length: extraLoad }, () =>
+  spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' }),
+);
+const stopLoaders = () => {
+  for (const l of loaders) l.kill('SIGKILL');
+};
+process.on('exit', stopLoaders);
+for (const signal of ['SIGINT', 'SIGTERM'] as const)
+  process.on(signal, () => {
+    stopLoaders();
+    process.exit(130);
+  });
 
 const out = join(mkdtempSync(join(tmpdir(), 'ap-bench-all-')), 'figures.jsonl');
 const tsx = fileURLToPath(new URL('../node_modules/.bin/tsx', import.meta.url));
@@ -85,7 +151,8 @@ const load = (bench: string) => {
   const b = num(bench, 'loadEnd');
   return a === undefined || b === undefined ? '–' : `${a.toFixed(1)}→${b.toFixed(1)}`;
 };
-const W = 'worker (64K/50ms)';
+/** The worker variant's name in `bench/workers.ts`, spelt from the shipped batch settings. */
+const W = `worker (${BATCH_BYTES / 1024}K/${FLUSH_MS}ms)`;
 
 const rows: string[][] = [
   [
@@ -155,9 +222,9 @@ const rows: string[][] = [
   ],
   [
     'P6 event-loop lag p99, 4 encodes',
-    ms(num('workers', 'lagP99Ms:worker (64K/50ms)')),
-    `ffmpeg spawned on the main thread: ${ms(num('workers', 'lagP99Ms:main'))}; wall ${x(num('workers', 'paired:worker (64K/50ms)'), 3)} of it`,
-    x(ratio(num('workers', 'lagP99Ms:worker (64K/50ms)'), num('workers', 'lagP99Ms:main'))),
+    ms(num('workers', `lagP99Ms:${W}`)),
+    `ffmpeg spawned on the main thread: ${ms(num('workers', 'lagP99Ms:main'))}; wall ${x(num('workers', `paired:${W}`), 3)} of it`,
+    x(ratio(num('workers', `lagP99Ms:${W}`), num('workers', 'lagP99Ms:main'))),
     'wall ≤ 1.02× main',
     `node CPU per render ÷ ffmpeg's: workers ${sp('workers', `nodeVsFfmpeg:${W}`, 1, 100, ' %')}, main ${sp('workers', 'nodeVsFfmpeg:main', 1, 100, ' %')}; workers × main ${sp('workers', `nodeVsMain:${W}`)}; lag max ${sp('workers', `lagMaxMs:${W}`, 1, 1, ' ms')} vs ${sp('workers', 'lagMaxMs:main', 1, 1, ' ms')}`,
     '(measured)',
@@ -222,23 +289,50 @@ const cpu = cpus();
 const machine = `${cpu.length} × ${cpu[0]?.model.trim() ?? 'unknown CPU'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}`;
 const stamp = new Date().toISOString().slice(0, 16).replace('T', ' ');
 const section = [
-  '<!-- bench:all:begin (written by `npm run bench -- all`; edits here are overwritten) -->',
-  `Last run: ${stamp} UTC on ${machine}; settings ${quick ? '`--quick`' : 'default'}; load average (1 min) at the start ${loadAtStart.toFixed(1)}, after each benchmark: ${loads.map((l) => l.toFixed(1)).join(', ')}.`,
+  `Last run: ${stamp} UTC on ${machine}; settings ${quick ? '`--quick`' : 'default'}${extraLoad ? `, ${extraLoad} extra busy loops` : ''}; load average (1 min) at the start ${loadAtStart.toFixed(1)}, after each benchmark: ${loads.map((l) => l.toFixed(1)).join(', ')}.`,
   '',
   table,
-  '<!-- bench:all:end -->',
 ].join('\n');
 console.log(`\n${section}`);
-
-const doc = fileURLToPath(new URL('../docs/performance.md', import.meta.url));
-const text = readFileSync(doc, 'utf8');
-const begin = text.indexOf('<!-- bench:all:begin');
-const end = text.indexOf('<!-- bench:all:end -->');
-const next =
-  begin !== -1 && end > begin
-    ? text.slice(0, begin) + section + text.slice(end + '<!-- bench:all:end -->'.length)
-    : text.replace(/\n## /, `\n## Summary: every metric in one run\n\n${section}\n\n## `);
-writeFileSync(doc, next);
-// The table is written unaligned; biome (the lint step) aligns it, so the doc stays lint-clean.
-spawnSync('npx', ['biome', 'format', '--write', doc], { stdio: 'ignore' });
+writeSection('all', section, 'Summary: every metric in one run');
 console.log(`\nwrote the summary into ${doc}`);
+
+/** Every CPU ratio of the table, by a stable id, with its bench's load: what two runs compare. */
+const RATIOS: Array<[id: string, label: string, bench: string, key: string]> = [
+  ['P1', 'P1 MISS: proxy ÷ ffmpeg CPU', 'cpu', 'missCpu'],
+  ['P2', 'P2 coalescing: extra CPU for 63 more ÷ ffmpeg', 'cpu', 'coalCpu'],
+  ['P3', 'P3 semaphore: cycles per CPU s ÷ the empty-chart floor', 'semaphore', 'cpuVsFloor'],
+  ['P4hot', 'P4 HIT hot: CPU s/GiB ÷ nginx', 'hit', 'cpuPerGiBVsNginx:proxy (full)'],
+  ['P4disk', 'P4 HIT disk: CPU s/GiB ÷ nginx', 'hit', 'cpuPerGiBVsNginx:proxy (disk)'],
+  ['P6w', 'P6 workers: node ÷ ffmpeg CPU', 'workers', `nodeVsFfmpeg:${W}`],
+  ['P6m', 'P6 main-thread spawn: node ÷ ffmpeg CPU', 'workers', 'nodeVsFfmpeg:main'],
+  ['P6x', 'P6 workers × main: node CPU', 'workers', `nodeVsMain:${W}`],
+];
+const ratios: Record<string, RatioFigure> = {};
+for (const [id, label, bench, key] of RATIOS) {
+  const median = num(bench, key);
+  if (median === undefined) continue;
+  const min = num(bench, `${key}:min`);
+  const max = num(bench, `${key}:max`);
+  const l0 = num(bench, 'loadStart');
+  const l1 = num(bench, 'loadEnd');
+  ratios[id] = {
+    label,
+    median,
+    ...(min !== undefined && max !== undefined ? { min, max } : {}),
+    ...(l0 !== undefined && l1 !== undefined ? { load: [l0, l1] as const } : {}),
+  };
+}
+const p9 = ratio(num('hit', 'cpuSPerGiB:proxy (full)'), num('cpu', 'loopbackWriterCpuSPerGiB'));
+if (p9 !== undefined) ratios.P9 = { label: 'P9 HIT hot ÷ one Node writer: CPU s/GiB', median: p9 };
+const runs = appendRun(readRuns(), {
+  stamp,
+  machine,
+  settings: quick ? '--quick' : 'default',
+  extraLoad,
+  ratios,
+});
+writeFileSync(runsFile, `${JSON.stringify(runs, null, 2)}\n`);
+spawnSync('npx', ['biome', 'format', '--write', runsFile], { stdio: 'ignore' });
+writeComparison(runs);
+stopLoaders();

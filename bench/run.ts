@@ -19,6 +19,7 @@ const BENCHES: Record<string, { file: string; flags?: string[]; about: string }>
   },
   workers: {
     file: 'workers.ts',
+    flags: ['--expose-gc'],
     about: 'ffmpeg hosted in worker threads vs spawned on the main thread',
   },
   hit: {

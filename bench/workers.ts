@@ -1,20 +1,24 @@
 /**
  * ffmpeg hosted in worker threads vs spawned from the main thread: wall time and event-loop lag.
  *
- * Four concurrent mp3 encodes (libmp3lame 128k) of one 60 s stereo WAV, the consumer taking
- * every chunk as the RenderCoordinator does (collect it, acknowledge it at once). Variants:
+ * Four concurrent mp3 encodes (libmp3lame 128k, in the proxy's 16 KiB output blocks) of one 60 s
+ * stereo WAV, the consumer taking every chunk as the RenderCoordinator does (collect it,
+ * acknowledge it at once). Variants:
  * - `main`: `child_process.spawn` on this thread, stdout read here (the baseline);
  * - `worker`: the render task in a Piscina pool (what the proxy runs), at the shipped
  *   BATCH_BYTES / FLUSH_MS;
  * - with `--sweep`, the worker again at other batch sizes and flush deadlines, and unbatched
  *   (`batchBytes: 0`: every ~800-byte pipe read its own message, the design that cost +23%).
- * Each round runs every variant once, in rotating order, so background load hits all alike;
- * the figures are medians over rounds. Lag is `monitorEventLoopDelay` (1 ms resolution) on this
- * thread, reset per run, reported as p99. CPU is this process (every thread) plus the reaped
- * ffmpegs; the node share of it is the steadiest signal when other work shares the machine,
+ * Each round runs every variant in rotating order, so background load hits all alike; the
+ * figures are medians over rounds, after discarded warm-up rounds. Lag is
+ * `monitorEventLoopDelay` (1 ms resolution) on this thread, reset per run, reported as p99.
+ * CPU is this process (every thread) plus the reaped ffmpegs, taken from a second run of the
+ * same variant with the histogram off (its timer is CPU that grows with wall time, so with the
+ * machine's load). The node share is the steadiest signal when other work shares the machine,
  * because wall time on a busy 2-core box swings far more than the 2% this is meant to resolve.
  *
- * Run: `npx tsx bench/workers.ts [--rounds 7] [--sweep]` (on a shared box, `nice -n -15` first).
+ * Run: `npx tsx bench/workers.ts [--rounds 7] [--warmup 2] [--sweep]` (on a shared box,
+ * `nice -n -15` first).
  */
 import { execFile, spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
@@ -23,6 +27,7 @@ import { join } from 'node:path';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { promisify } from 'node:util';
 import { BATCH_BYTES, FLUSH_MS, type RenderSpec } from '../src/core/worker.js';
+import { OUTPUT_WRITES } from '../src/workers/argv.js';
 import { createWorkerPool, type WorkerPool } from '../src/workers/pool.js';
 import { runRender } from '../src/workers/renderClient.js';
 import { fmtSpread, loadAvg, spread, spreadFigures } from './cpuclock.js';
@@ -33,8 +38,17 @@ const FIXTURE_SECONDS = 60;
 const LAG_RESOLUTION_MS = 1;
 
 const args = process.argv.slice(2);
-const ROUNDS = Number(args[args.indexOf('--rounds') + 1] || 7);
+/** The integer after `--name`, or `fallback` when the flag is absent. */
+function intFlag(name: string, fallback: number): number {
+  const i = args.indexOf(name);
+  if (i < 0) return fallback;
+  const v = Number(args[i + 1]);
+  if (!Number.isInteger(v) || v < 0) throw new RangeError(`${name} needs an integer ≥ 0`);
+  return v;
+}
+const ROUNDS = intFlag('--rounds', 7);
 const SWEEP = args.includes('--sweep');
+const WARMUP_ROUNDS = intFlag('--warmup', 2);
 
 async function fixture(): Promise<string> {
   const path = join(tmpdir(), `audio-proxy-bench-${FIXTURE_SECONDS}s.wav`);
@@ -73,6 +87,9 @@ function encodeArgv(input: string): string[] {
     'libmp3lame',
     '-b:a',
     '128k',
+    // The proxy's own output writes (16 KiB blocks): the number of chunks then follows from the
+    // bytes, not from how fast this thread happens to read the pipe under the machine's load.
+    ...OUTPUT_WRITES,
     '-f',
     'mp3',
     'pipe:1',
@@ -119,9 +136,19 @@ async function workerEncode(
   return { chunks: result.chunks.length, bytes: result.outcome.bytes };
 }
 
-async function measure(run: () => Promise<{ chunks: number; bytes: number }>): Promise<Sample> {
+/**
+ * One run of the encodes. With `withLag`, the delay histogram runs (its 1 ms timer wakes this
+ * thread ~1,000 times a second, CPU that grows with the wall time and so with the machine's
+ * load); the CPU figures come from the runs without it.
+ */
+async function measure(
+  run: () => Promise<{ chunks: number; bytes: number }>,
+  withLag: boolean,
+): Promise<Sample> {
+  // Collect the previous run's garbage first (node --expose-gc), so a run pays only for its own.
+  globalThis.gc?.();
   const lag = monitorEventLoopDelay({ resolution: LAG_RESOLUTION_MS });
-  lag.enable();
+  if (withLag) lag.enable();
   const cpu0 = cpuMs();
   const t0 = performance.now();
   const results = await Promise.all(Array.from({ length: ENCODES }, run));
@@ -133,8 +160,8 @@ async function measure(run: () => Promise<{ chunks: number; bytes: number }>): P
     wallMs,
     cpuMs: nodeCpuMs + cpu1.children - cpu0.children,
     nodeCpuMs,
-    lagP99Ms: lag.percentile(99) / 1e6,
-    lagMaxMs: lag.max / 1e6,
+    lagP99Ms: withLag ? lag.percentile(99) / 1e6 : Number.NaN,
+    lagMaxMs: withLag ? lag.max / 1e6 : Number.NaN,
     chunks: results.reduce((n, r) => n + r.chunks, 0) / ENCODES,
     bytes: results[0]!.bytes,
   };
@@ -195,11 +222,23 @@ async function main(): Promise<void> {
     );
   }
 
+  // Discarded rounds first: the node side costs 2-3× more in the first rounds (V8 still compiling
+  // the read paths of both variants: main 238 and 283 ms, then 79-110 ms, in one traced run).
+  for (let round = 0; round < WARMUP_ROUNDS; round++)
+    for (const [, run] of variants) await measure(run, false);
   const samples = new Map<string, Sample[]>(variants.map(([name]) => [name, []]));
   for (let round = 0; round < ROUNDS; round++) {
     for (let i = 0; i < variants.length; i++) {
       const [name, run] = variants[(round + i) % variants.length]!;
-      samples.get(name)!.push(await measure(run));
+      // Wall and lag from a run with the histogram on, CPU from the same variant's next run
+      // with it off.
+      const timed = await measure(run, true);
+      const quiet = await measure(run, false);
+      if (process.env.AP_BENCH_TRACE)
+        process.stderr.write(
+          `  ${name}: node ${quiet.nodeCpuMs.toFixed(0)} ms (${timed.nodeCpuMs.toFixed(0)} with the lag timer), all ${quiet.cpuMs.toFixed(0)} ms\n`,
+        );
+      samples.get(name)!.push({ ...timed, cpuMs: quiet.cpuMs, nodeCpuMs: quiet.nodeCpuMs });
     }
     process.stderr.write(`round ${round + 1}/${ROUNDS}\n`);
   }

@@ -374,7 +374,7 @@ export const ARGV_FLAGS: Readonly<Record<string, 0 | 1>> = Object.freeze({
  * `bench/cpu.ts` measures what this saves.
  */
 export const OUTPUT_BLOCK_BYTES = 16 * 1024;
-const OUTPUT_WRITES: readonly string[] = [
+export const OUTPUT_WRITES: readonly string[] = [
   '-flush_packets',
   '0',
   '-blocksize',
