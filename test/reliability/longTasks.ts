@@ -51,6 +51,10 @@ export interface TaskSample {
   readonly runMs: number;
   /** The resource's constructor that started it (`TCP`, `Timeout`, `Immediate`, `MessagePort`…). */
   readonly what: string;
+  /** Callbacks it ran: its own, and the promise reactions, ticks and microtasks after it. */
+  readonly parts: number;
+  /** Loop idle time inside it (libuv's, `nodeTiming.idleTime`): 0 unless a boundary was missed. */
+  readonly idleMs: number;
   /** V8's garbage collections inside it (`gc` performance entries overlapping it), in ms. */
   readonly gcMs: number;
 }
@@ -71,6 +75,8 @@ export interface TaskFigures {
   readonly overMs: number;
   /** The sum of all task lengths, in ms. */
   readonly sumMs: number;
+  /** Loop idle time inside tasks, summed, in ms: 0 when every boundary was seen. */
+  readonly idleMs: number;
   /** The longest tasks, longest first. */
   readonly longest: readonly TaskSample[];
 }
@@ -153,6 +159,11 @@ export function taskMonitor(opts: { readonly overMs?: number } = {}): TaskMonito
   let waitStart = 0;
   let waitEnd = -1;
   let waitReadAt = 0;
+  /** Loop idle time (ms) at the task's start and at its last depth-0 `after`. */
+  let idleStart = 0;
+  let idleEnd = 0;
+  let idleSum = 0;
+  let parts = 0;
   let count = 0;
   let over = 0;
   let sumMs = 0;
@@ -177,6 +188,9 @@ export function taskMonitor(opts: { readonly overMs?: number } = {}): TaskMonito
     resource = r;
     waitEnd = -1;
     waitReadAt = 0;
+    parts = 1;
+    idleStart = performance.nodeTiming.idleTime;
+    idleEnd = idleStart;
     if (wait) waitStart = wait.wait();
   };
 
@@ -186,8 +200,10 @@ export function taskMonitor(opts: { readonly overMs?: number } = {}): TaskMonito
     // Wait read only for tasks past WAIT_READ_AFTER_MS; a shorter one counts whole (over-estimate).
     const waitedNs = waitEnd >= 0 ? waitEnd - waitStart : 0;
     const runMs = Math.max(0, ms - waitedNs / 1e6);
+    const idleMs = idleEnd - idleStart;
     count++;
     sumMs += ms;
+    idleSum += idleMs;
     waitSumNs += waitedNs;
     wall.record(Math.max(1, Math.round(ms * 1e6)));
     run.record(Math.max(1, Math.round(runMs * 1e6)));
@@ -195,7 +211,15 @@ export function taskMonitor(opts: { readonly overMs?: number } = {}): TaskMonito
     if (ms > maxMs) maxMs = ms;
     if (runMs > maxRunMs) maxRunMs = runMs;
     if (longest.length < KEEP_LONGEST || ms > longest[longest.length - 1]!.ms) {
-      longest.push({ atMs: start, ms, runMs, gcMs: 0, what: resource?.constructor?.name ?? '?' });
+      longest.push({
+        atMs: start,
+        ms,
+        runMs,
+        idleMs,
+        parts,
+        gcMs: 0,
+        what: resource?.constructor?.name ?? '?',
+      });
       longest.sort((a, b) => b.ms - a.ms);
       if (longest.length > KEEP_LONGEST) longest.pop();
     }
@@ -206,7 +230,10 @@ export function taskMonitor(opts: { readonly overMs?: number } = {}): TaskMonito
     before() {
       if (depth++ > 0) return;
       const r = executionAsyncResource();
-      if (start >= 0 && continuesTask(r)) return;
+      if (start >= 0 && continuesTask(r)) {
+        parts++;
+        return;
+      }
       close();
       open(performance.now(), r);
     },
@@ -237,6 +264,7 @@ export function taskMonitor(opts: { readonly overMs?: number } = {}): TaskMonito
     disable() {
       hook.disable();
       lastEnd = performance.now();
+      idleEnd = performance.nodeTiming.idleTime;
       if (wait) waitEnd = wait.wait();
       close();
       wait?.close();
@@ -257,6 +285,7 @@ export function taskMonitor(opts: { readonly overMs?: number } = {}): TaskMonito
         over,
         overMs,
         sumMs,
+        idleMs: idleSum,
         longest: longest.map((t) => ({ ...t, gcMs: gcIn(t) })),
       };
     },
