@@ -115,13 +115,20 @@ function printRound(n: number, x: Round): void {
         ? `  longest task ${f1(t.maxMs)} ms wall, ${f1(t.maxRunMs)} ms less run-queue wait (target ≤ ${LONGEST_TASK_MS} ms); ` +
           `p99 ${f1(t.p99Ms)} ms wall, ${f1(t.p99RunMs)} ms less wait; ${t.count} tasks, ${t.over} over ${t.overMs} ms; ` +
           `coverage ${((t.sumMs / x.busyMs) * 100).toFixed(0)} % of the busy time; run-queue wait in tasks ${f1(t.waitMs)} ms, loop idle in tasks ${f1(t.idleMs)} ms\n` +
-          `  the longest (ms after firing: wall/less-wait ms, what started it × callbacks): ${t.longest
+          (['longest', 'longestRun'] as const)
             .map(
-              (l) =>
-                `${Math.round(l.atMs - x.firedAt)}: ${l.ms.toFixed(1)}/${l.runMs.toFixed(1)} ${l.what}×${l.parts}` +
-                `${l.gcMs > 0 ? ` (gc ${l.gcMs.toFixed(1)})` : ''}${l.idleMs > 0.05 ? ` (idle ${l.idleMs.toFixed(1)})` : ''}`,
+              (list) =>
+                `  the longest ${list === 'longest' ? 'by wall' : 'less run-queue wait'} (ms after firing: wall/less-wait ms, what started it × callbacks, cpu by the scheduler ±4 ms): ${t[
+                  list
+                ]
+                  .map(
+                    (l) =>
+                      `${Math.round(l.atMs - x.firedAt)}: ${l.ms.toFixed(1)}/${l.runMs.toFixed(1)} ${l.what}×${l.parts}, cpu ≈${l.cpuMs.toFixed(0)}` +
+                      `${l.gcMs > 0 ? ` (gc ${l.gcMs.toFixed(1)})` : ''}${l.idleMs > 0.05 ? ` (idle ${l.idleMs.toFixed(1)})` : ''}`,
+                  )
+                  .join(', ')}\n`,
             )
-            .join(', ')}\n`
+            .join('')
         : '  per-task figures: not measured (--no-tasks)\n') +
       `  delay max (upper bound on the longest task) ${f1(x.lagMaxMs)} ms, p99 ${f1(x.lagP99Ms)} ms; /health max ${x.report.health.max} ms\n`,
   );

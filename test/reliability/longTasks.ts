@@ -51,6 +51,12 @@ export interface TaskSample {
   readonly runMs: number;
   /** The resource's constructor that started it (`TCP`, `Timeout`, `Immediate`, `MessagePort`…). */
   readonly what: string;
+  /**
+   * Its CPU by the scheduler's account (`sum_exec_runtime`), which for a running thread lags by
+   * up to one tick (4 ms at 250 Hz): a diagnostic, not a figure. Well below `runMs`, the thread
+   * was blocked (not runnable) for the difference.
+   */
+  readonly cpuMs: number;
   /** Callbacks it ran: its own, and the promise reactions, ticks and microtasks after it. */
   readonly parts: number;
   /** Loop idle time inside it (libuv's, `nodeTiming.idleTime`): 0 unless a boundary was missed. */
@@ -77,8 +83,9 @@ export interface TaskFigures {
   readonly sumMs: number;
   /** Loop idle time inside tasks, summed, in ms: 0 when every boundary was seen. */
   readonly idleMs: number;
-  /** The longest tasks, longest first. */
+  /** The longest tasks, longest first; and the same by `runMs`. */
   readonly longest: readonly TaskSample[];
+  readonly longestRun: readonly TaskSample[];
 }
 
 export interface TaskMonitor {
@@ -113,7 +120,7 @@ function continuesTask(resource: object): boolean {
  * Open it on the thread to be measured. `undefined` off Linux.
  */
 export function threadSchedstat():
-  | { read(): { runNs: number; waitNs: number }; wait(): number; close(): void }
+  | { read(): { runNs: number; waitNs: number }; close(): void }
   | undefined {
   let fd: number;
   try {
@@ -134,12 +141,6 @@ export function threadSchedstat():
       const [runNs, next] = field(0, n);
       return { runNs, waitNs: field(next, n)[0] };
     },
-    wait() {
-      const n = readSync(fd, buf, 0, buf.length, 0);
-      let i = 0;
-      while (i < n && buf[i] !== 0x20) i++;
-      return field(i + 1, n)[0];
-    },
     close: () => closeSync(fd),
   };
 }
@@ -158,6 +159,9 @@ export function taskMonitor(opts: { readonly overMs?: number } = {}): TaskMonito
   /** Run-queue wait (ns) at the task's start, and at its last read since (-1: none). */
   let waitStart = 0;
   let waitEnd = -1;
+  /** `sum_exec_runtime` (ns) at the same reads: CPU, but only as fresh as the last tick. */
+  let runStart = 0;
+  let runEnd = 0;
   let waitReadAt = 0;
   /** Loop idle time (ms) at the task's start and at its last depth-0 `after`. */
   let idleStart = 0;
@@ -171,6 +175,13 @@ export function taskMonitor(opts: { readonly overMs?: number } = {}): TaskMonito
   let maxMs = 0;
   let maxRunMs = 0;
   const longest: TaskSample[] = [];
+  const longestRun: TaskSample[] = [];
+  const keep = (list: TaskSample[], t: TaskSample, by: (t: TaskSample) => number) => {
+    if (list.length >= KEEP_LONGEST && by(t) <= by(list[list.length - 1]!)) return;
+    list.push(t);
+    list.sort((a, b) => by(b) - by(a));
+    if (list.length > KEEP_LONGEST) list.pop();
+  };
   const gcs: Array<{ start: number; end: number }> = [];
   const gcObserver = new PerformanceObserver((list) => {
     for (const e of list.getEntries() as PerformanceEntry[])
@@ -191,7 +202,12 @@ export function taskMonitor(opts: { readonly overMs?: number } = {}): TaskMonito
     parts = 1;
     idleStart = performance.nodeTiming.idleTime;
     idleEnd = idleStart;
-    if (wait) waitStart = wait.wait();
+    if (wait) {
+      const a = wait.read();
+      waitStart = a.waitNs;
+      runStart = a.runNs;
+      runEnd = a.runNs;
+    }
   };
 
   const close = () => {
@@ -201,6 +217,7 @@ export function taskMonitor(opts: { readonly overMs?: number } = {}): TaskMonito
     const waitedNs = waitEnd >= 0 ? waitEnd - waitStart : 0;
     const runMs = Math.max(0, ms - waitedNs / 1e6);
     const idleMs = idleEnd - idleStart;
+    const cpuMs = (runEnd - runStart) / 1e6;
     count++;
     sumMs += ms;
     idleSum += idleMs;
@@ -210,18 +227,24 @@ export function taskMonitor(opts: { readonly overMs?: number } = {}): TaskMonito
     if (ms > overMs) over++;
     if (ms > maxMs) maxMs = ms;
     if (runMs > maxRunMs) maxRunMs = runMs;
-    if (longest.length < KEEP_LONGEST || ms > longest[longest.length - 1]!.ms) {
-      longest.push({
+    if (
+      longest.length < KEEP_LONGEST ||
+      ms > longest[longest.length - 1]!.ms ||
+      longestRun.length < KEEP_LONGEST ||
+      runMs > longestRun[longestRun.length - 1]!.runMs
+    ) {
+      const sample: TaskSample = {
         atMs: start,
         ms,
         runMs,
         idleMs,
+        cpuMs,
         parts,
         gcMs: 0,
         what: resource?.constructor?.name ?? '?',
-      });
-      longest.sort((a, b) => b.ms - a.ms);
-      if (longest.length > KEEP_LONGEST) longest.pop();
+      };
+      keep(longest, sample, (t) => t.ms);
+      keep(longestRun, sample, (t) => t.runMs);
     }
     start = -1;
   };
@@ -246,7 +269,9 @@ export function taskMonitor(opts: { readonly overMs?: number } = {}): TaskMonito
         lastEnd - start > WAIT_READ_AFTER_MS &&
         lastEnd - waitReadAt > WAIT_READ_EVERY_MS
       ) {
-        waitEnd = wait.wait();
+        const a = wait.read();
+        waitEnd = a.waitNs;
+        runEnd = a.runNs;
         waitReadAt = lastEnd;
       }
     },
@@ -265,7 +290,11 @@ export function taskMonitor(opts: { readonly overMs?: number } = {}): TaskMonito
       hook.disable();
       lastEnd = performance.now();
       idleEnd = performance.nodeTiming.idleTime;
-      if (wait) waitEnd = wait.wait();
+      if (wait) {
+        const a = wait.read();
+        waitEnd = a.waitNs;
+        runEnd = a.runNs;
+      }
       close();
       wait?.close();
       wait = undefined;
@@ -287,6 +316,7 @@ export function taskMonitor(opts: { readonly overMs?: number } = {}): TaskMonito
         sumMs,
         idleMs: idleSum,
         longest: longest.map((t) => ({ ...t, gcMs: gcIn(t) })),
+        longestRun: longestRun.map((t) => ({ ...t, gcMs: gcIn(t) })),
       };
     },
   };
