@@ -10,16 +10,17 @@
  * Issue #17, the event loop's own figures for the burst window (from "firing" to "answered" in
  * the harness's log; the proxy runs in this process, the clients and the prober in their own):
  * - main-thread CPU per request: this thread's `sum_exec_runtime` over the window (Linux
- *   `/proc/thread-self/schedstat`, ns) ÷ the requests; CPU, so the machine's load does not
- *   stretch it as it does the busy time. The run-queue wait beside it says how loaded it was;
+ *   `/proc/thread-self/schedstat`, ns) ÷ the requests; CPU, so the machine's load stretches it
+ *   far less than the busy time. The run-queue wait beside it says how loaded it was;
  * - utilisation: `performance.eventLoopUtilization()` over the window (busy ÷ busy + idle);
  * - longest task, measured per task (`test/reliability/longTasks.ts`): Node has no long-task
  *   API, so `async_hooks` `before`/`after` around every callback the loop makes into JavaScript,
  *   a task being one such callback with the microtasks and ticks that run after it (as a
- *   browser counts one). Its wall time, and its time on a CPU (wall minus this thread's
- *   run-queue wait from `/proc/thread-self/schedstat`): the second does not grow with the
- *   machine's load. `coverage` is the tasks' sum ÷ the busy time (libuv's own work between
- *   callbacks is in no task). Target ≤ 10 ms.
+ *   browser counts one). Its wall time, and its wall time less this thread's run-queue wait
+ *   (`/proc/thread-self/schedstat`): preemption taken out, but not time the thread was blocked
+ *   (waiting for a lock another thread held); the longest tasks are listed with the scheduler's
+ *   CPU (±1 tick) to tell the two apart. `coverage` is the tasks' sum ÷ the busy time (libuv's
+ *   own work between callbacks is in no task). Target ≤ 10 ms.
  * - the delay max beside it, the upper bound: `monitorEventLoopDelay` at 1 ms resolution, the
  *   longest a 1 ms timer waited past its due time. That is the longest stretch the loop did not
  *   return to timers: one long callback, or a poll phase of many short ones, plus any time the

@@ -16,7 +16,11 @@
  *   `eventLoopUtilization`) says how much of the busy time the tasks account for.
  * - A task's wall time includes any time the thread was runnable without a CPU (a loaded box
  *   stretches tasks); `runMs` takes that out (Linux's `schedstat` `run_delay` of this thread,
- *   read with one `pread`), so it is the figure that does not depend on the machine's load.
+ *   read with one `pread`). What it keeps is time on a CPU plus time the thread was blocked (a
+ *   lock held by another thread that is itself waiting for a CPU still ties it to the load);
+ *   `cpuMs` (the scheduler's own account, as fresh as its last tick) tells the two apart.
+ * - Checks on the segmentation: `idleMs`, the loop's idle time inside tasks, is 0 when no task
+ *   spans a return to the poll; `parts` counts the callbacks a task ran.
  * - The hooks themselves cost (a promise hook on every promise reaction, a `pread` per task):
  *   that makes both figures over- rather than under-estimates.
  *
