@@ -8,9 +8,9 @@
  * bytes itself, puts them back (`unshift`) and pauses it; only then does it pass the socket to the
  * HTTP server (`emit('connection')`, then `resume()` and a synchronous `read()` that delivers
  * the first bytes to the parser), through the same `TurnBudget` as the request stages. Requests
- * are parsed as they are handed over, inside the hand-over (so the budget's clock counts the
- * parse), a budget's worth per turn, not when their bytes happen to arrive. Kept-alive connections are handed over once; their later
- * requests go straight to the parser.
+ * are parsed inside the hand-over (so the budget's clock counts the parse), a budget's worth per
+ * turn, not when their bytes happen to arrive. Kept-alive connections are handed over once;
+ * their later requests go straight to the parser.
  *
  * ## Invariants
  * - **Every accepted socket is handed over or destroyed**, in the order its first bytes came;
