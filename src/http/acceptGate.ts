@@ -6,10 +6,11 @@
  * that is ~2,000 requests (170 ms) in one loop turn, with `/health` waiting behind it. The
  * listener here is a plain `net.Server` with `pauseOnConnect`. The gate reads a socket's first
  * bytes itself, puts them back (`unshift`) and pauses it; only then does it pass the socket to the
- * HTTP server (`emit('connection')`, then `resume()`), through the same `TurnBudget` as the
- * request stages. Requests are parsed as they are handed over, a budget's worth per turn, not
- * when their bytes happen to arrive. Kept-alive connections are handed over once; their later
- * requests go straight to the parser.
+ * HTTP server (`emit('connection')`, then `resume()` and a synchronous `read()` that delivers
+ * the first bytes to the parser), through the same `TurnBudget` as the request stages. Requests
+ * are parsed inside the hand-over (so the budget's clock counts the parse), a budget's worth per
+ * turn, not when their bytes happen to arrive. Kept-alive connections are handed over once;
+ * their later requests go straight to the parser.
  *
  * ## Invariants
  * - **Every accepted socket is handed over or destroyed**, in the order its first bytes came;
@@ -67,6 +68,10 @@ export function gateConnections(
     }
     http.emit('connection', socket);
     socket.resume();
+    // Deliver the first bytes now, not on the next tick (where `resume()` would): the request is
+    // parsed, and its handler runs to its first stage, inside this hand-over, so the turn budget
+    // that released it sees that cost; a tick would run it after the budget's clock was read.
+    socket.read();
   };
   const firstBytes = (socket: Socket, chunk: Buffer) => {
     socket.pause();

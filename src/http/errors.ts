@@ -99,17 +99,48 @@ function row(
   return { type, status, error: type, message, cacheControl };
 }
 
-function rowFor(failure: Failure): ErrorRow {
-  const scope = failure.type === 'not_found' ? (failure.scope ?? 'source') : undefined;
-  const found = ERROR_TABLE.find((r) => r.type === failure.type && r.scope === scope);
+function encode(error: string, message: string): string {
+  return JSON.stringify({ error, message });
+}
+
+/**
+ * Each row with what is the same in every answer it gives, built once: a burst answers thousands
+ * of 429s, each of which would otherwise find its row, encode its body and build its headers.
+ */
+interface BuiltRow {
+  readonly row: ErrorRow;
+  /** The body when the row's message is fixed (not a 422's or a 501's). */
+  readonly body: string | undefined;
+  /** `content-type` and `cache-control`, frozen: rows with no extra header answer with it. */
+  readonly headers: Readonly<Record<string, string>>;
+  /** `headers` plus `retry-after`, per value of it, built on first use. */
+  readonly retryAfter: Map<string, Readonly<Record<string, string>>>;
+}
+
+const BUILT_ROWS: ReadonlyMap<string, BuiltRow> = new Map(
+  ERROR_TABLE.map((r) => [
+    `${r.type}/${r.scope ?? ''}`,
+    {
+      row: r,
+      body: r.message === undefined ? undefined : encode(r.error, r.message),
+      headers: Object.freeze({
+        'content-type': JSON_CONTENT_TYPE,
+        'cache-control': r.cacheControl,
+      }),
+      retryAfter: new Map(),
+    },
+  ]),
+);
+/** Retry-After values kept per row; past this a value's headers are built each time. */
+const RETRY_AFTER_KEPT = 64;
+
+function rowFor(failure: Failure): BuiltRow {
+  const scope = failure.type === 'not_found' ? (failure.scope ?? 'source') : '';
+  const found = BUILT_ROWS.get(`${failure.type}/${scope}`);
   if (found === undefined) {
     throw new TypeError(`unknown failure ${JSON.stringify((failure as { type?: unknown }).type)}`);
   }
   return found;
-}
-
-function encode(error: string, message: string): string {
-  return JSON.stringify({ error, message });
 }
 
 /**
@@ -117,39 +148,41 @@ function encode(error: string, message: string): string {
  * `retry-after` for 429 and 503 and `content-range` for 416) and the JSON body.
  */
 export function errorResponse(failure: Failure): ErrorResponse {
-  const r = rowFor(failure);
-  const headers: Record<string, string> = {
-    'content-type': JSON_CONTENT_TYPE,
-    'cache-control': r.cacheControl,
-  };
-  let message = r.message;
+  const built = rowFor(failure);
+  const r = built.row;
   switch (failure.type) {
     case 'invalid_options':
     case 'unsupported_option':
       if (typeof failure.message !== 'string' || failure.message === '') {
         throw new TypeError(`${failure.type} needs the message naming the segment`);
       }
-      message = failure.message;
-      break;
+      return { status: r.status, headers: built.headers, body: encode(r.error, failure.message) };
     case 'queue_full':
     case 'shutting_down': {
       const s = failure.retryAfterS;
       if (typeof s !== 'number' || !Number.isFinite(s)) {
         throw new TypeError(`${failure.type} needs retryAfterS (seconds)`);
       }
-      headers['retry-after'] = String(Math.max(MIN_RETRY_AFTER_S, Math.ceil(s)));
-      break;
+      const retryAfter = String(Math.max(MIN_RETRY_AFTER_S, Math.ceil(s)));
+      let headers = built.retryAfter.get(retryAfter);
+      if (headers === undefined) {
+        headers = Object.freeze({ ...built.headers, 'retry-after': retryAfter });
+        if (built.retryAfter.size < RETRY_AFTER_KEPT) built.retryAfter.set(retryAfter, headers);
+      }
+      return { status: r.status, headers, body: built.body! };
     }
     case 'range_not_satisfiable':
       if (!Number.isSafeInteger(failure.size) || failure.size < 0) {
         throw new RangeError('range_not_satisfiable needs the variant size in bytes');
       }
-      headers['content-range'] = `bytes */${failure.size}`;
-      break;
+      return {
+        status: r.status,
+        headers: { ...built.headers, 'content-range': `bytes */${failure.size}` },
+        body: built.body!,
+      };
     default:
-      break;
+      return { status: r.status, headers: built.headers, body: built.body! };
   }
-  return { status: r.status, headers, body: encode(r.error, message!) };
 }
 
 /** A render's failure (as its coordinator reports it) → the row of the error table it answers. */

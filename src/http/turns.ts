@@ -13,8 +13,9 @@
  * ## Invariants
  * - **Work-conserving and FIFO**: a stage is deferred only while the turn is over budget or
  *   others wait before it; the waiters are released in arrival order, one at a time.
- * - **A turn releases about `budgetMs` of stages**: each released stage runs (up to its next
- *   await) before the next is released, and the clock is read between them.
+ * - **A turn releases about `budgetMs` of stages**: each released stage runs as far as it can
+ *   without waiting (all the promise reactions it chains, up to I/O or its next `pass()`) before
+ *   the clock is read again and the next is released.
  * - **Nothing is dropped**: a deferred stage always runs; admission and refusal stay the
  *   semaphore's business, this only orders the CPU.
  *
@@ -93,7 +94,9 @@ export class TurnBudget {
   readonly #drain = (): void => {
     this.#drainScheduled = false;
     this.#turnStart = this.#now();
-    this.#step();
+    // As a microtask, so the tick `#step` queues runs after the released stage's microtasks
+    // (from a macrotask, Node would run that tick first).
+    queueMicrotask(this.#step);
   };
 
   /** Releases one waiter, then (after its stage ran) looks at the clock again. */
@@ -116,7 +119,15 @@ export class TurnBudget {
       this.#head = 0;
     }
     release();
-    // Queued after the released stage's continuation, so that stage runs first.
+    // The clock is read again once the released stage has run as far as it can without waiting:
+    // every promise reaction it chains (this microtask checkpoint drains them all before any
+    // tick) and the ticks it queued before this one. A microtask alone would run after only its
+    // first hop, and the rest of each stage would pile up behind later releases unmeasured.
+    process.nextTick(this.#afterTick);
+  };
+
+  /** Back to a microtask for the next step, so the stages it releases are not held behind ticks. */
+  readonly #afterTick = (): void => {
     queueMicrotask(this.#step);
   };
 }

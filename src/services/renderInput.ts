@@ -1,13 +1,13 @@
 /**
  * What the Render chart is handed for one request: the ffmpeg executable, the argv built from
  * the request's options and the probe's media facts, the deadline, the source's opener and the
- * pool the task runs in. The render service calls this before it asks the semaphore, so a throw
- * here holds nothing.
+ * pool the task runs in. The render service calls this once the semaphore has admitted the
+ * request (a refusal never builds it) and gives the slot back if it throws.
  *
  * ## Invariants
  * - **ffmpeg never sees the source's path or URL.** The argv names `FD_INPUT` (the descriptor the
  *   child inherits as fd 3); the proxy opens the source at submission through `openInput`. A
- *   source with no opener is refused with a `TypeError`, before any slot is asked for.
+ *   source with no opener is refused with a `TypeError` (its slot given back).
  * - **An exact WAV is sized before it runs** (`exactWavLayout`): the proxy's header goes first,
  *   and the worker fails a render whose output is not exactly the announced length. A flac of a
  *   known sample count carries it in its STREAMINFO from the first byte (`flacTotalSamples`).
@@ -49,6 +49,9 @@ function argvInputOf(request: RenderRequest, config: Config) {
  * exact WAV, `exactWavLayout`); the same layout `renderInputFor` sizes the render with.
  */
 export function exactLengthOf(request: RenderRequest, config: Config): number | undefined {
+  // Asked of every render request before it is admitted: only a WAV can be exact, so no other
+  // format pays for the argv input.
+  if (request.options.format !== 'wav') return undefined;
   return exactWavLayout(request.options, argvInputOf(request, config))?.totalBytes;
 }
 

@@ -7,7 +7,8 @@
  *
  * ## Invariants
  * - **One owner per slot, from grant to end.** The render input (`renderInput.ts` in the proxy)
- *   is built before the semaphore is asked (a throw there holds nothing). From the grant until the coordinator has started,
+ *   is built only once the semaphore has admitted the request (a refusal never pays for it); a
+ *   throw there is given back like any other. From the grant until the coordinator has started,
  *   `#start` owns the slot or queue place and gives it back on any throw (`#abandon`); from the
  *   coordinator's start on, the coordinator owns it and releases it on every one of its paths.
  *
@@ -171,9 +172,6 @@ export class RenderService {
     options: SubscribeOptions,
   ) {
     const { semaphore } = this.#opts;
-    // Everything derived from the request is built before the semaphore is asked: a throw here
-    // (argv building, a source the encoders cannot take) has nothing to release.
-    const renderInput = this.#opts.renderInput(request);
     const slotId = `render-${++slotSeq}`;
     let coordinator: CoordinatorActor | null = null;
     const early: SlotMessage[] = [];
@@ -223,6 +221,10 @@ export class RenderService {
     let started = false;
     let unwatchSlot: (() => void) | null = null;
     try {
+      // The render's input (argv, sizing) only for a request the semaphore admitted: a burst's
+      // refusals never build it. A throw here (argv building, a source the encoders cannot
+      // take) gives the slot back like any other below.
+      const renderInput = this.#opts.renderInput(request);
       actor = createActor(this.#machine, {
         input: {
           key,

@@ -135,4 +135,42 @@ describe('gateConnections', () => {
     for (let i = 0; i < 5; i++) await turn();
     expect(s.requests()).toBe(0);
   });
+
+  it('parses the request inside the hand-over, where the turn budget that released it can count it', async () => {
+    // A budget that holds every connection until the test releases it.
+    let release!: () => void;
+    const held = new Promise<void>((r) => {
+      release = r;
+    });
+    class Held extends TurnBudget {
+      override pass(): Promise<void> {
+        return held;
+      }
+    }
+    let parsed = false;
+    const http = createServer((_req, res) => {
+      parsed = true;
+      res.end('ok');
+    });
+    const gate = gateConnections(http, new Held());
+    cleanup.push(() => {
+      gate.listener.close();
+      gate.close();
+      http.closeAllConnections();
+    });
+    const port = await new Promise<number>((r) =>
+      gate.listener.listen(0, '127.0.0.1', () => r((gate.listener.address() as AddressInfo).port)),
+    );
+    const answer = get(port, '/x');
+    for (let i = 0; i < 50 && gate.waiting === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(gate.waiting).toBe(1);
+    // The hand-over runs in the microtask `release` queues; this check runs right after it, before
+    // any tick: the request must already have reached the handler.
+    const seen = new Promise<boolean>((r) => {
+      release();
+      queueMicrotask(() => r(parsed));
+    });
+    expect(await seen).toBe(true);
+    expect(await answer).toBe('ok');
+  });
 });

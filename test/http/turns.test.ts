@@ -44,6 +44,26 @@ describe('TurnBudget', () => {
     expect(turns.deferred).toBe(5);
   });
 
+  it('counts a released stage whole, not only up to its first await', async () => {
+    let now = 0;
+    const turns = new TurnBudget(8, () => now);
+    expect(turns.pass()).toBeUndefined();
+    now = 8;
+    const order: number[] = [];
+    const waits = [1, 2, 3, 4, 5].map(async (n) => {
+      await turns.pass();
+      order.push(n);
+      // The stage's cost lands a few promise hops after its release, as a route's stages do.
+      await null;
+      await null;
+      now += 3;
+    });
+    await nextTurn();
+    expect(order).toEqual([1, 2, 3]);
+    await Promise.all(waits);
+    expect(order).toEqual([1, 2, 3, 4, 5]);
+  });
+
   it('sends a newcomer behind the waiters even when the clock says there is budget', async () => {
     let now = 0;
     const turns = new TurnBudget(8, () => now);

@@ -51,6 +51,15 @@ export function playlistEtag(key: string, exp: number | undefined): string {
   return etagOf(exp === undefined ? key : cacheKey(`exp:${exp}`, key));
 }
 
+/** The last source's surrogate key: a burst's requests mostly name one source (one hash saved). */
+let lastSurrogate: { readonly canonical: string; readonly key: string } | undefined;
+
+function surrogateKeyOfCached(canonical: string): string {
+  if (lastSurrogate?.canonical !== canonical)
+    lastSurrogate = { canonical, key: surrogateKeyOf(canonical) };
+  return lastSurrogate.key;
+}
+
 export function describeVariant(
   route: RenderRoute,
   canonical: string,
@@ -64,7 +73,7 @@ export function describeVariant(
     route.request.exp,
     nowS,
   );
-  const surrogateKey = surrogateKeyOf(canonical);
+  const surrogateKey = surrogateKeyOfCached(canonical);
   const headers: Record<string, string> = {
     'content-type': contentTypeFor(route.options),
     'cache-control': cacheControl,
