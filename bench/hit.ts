@@ -2,21 +2,33 @@
  * HIT throughput in proxy mode: one 1 MiB variant fetched over 64 keep-alive connections, against
  * nginx serving the same bytes from disk, in the same run.
  *
- * Servers (each its own process, so the load generator and the servers compete alike):
+ * Servers (each its own process, so the load generator and the servers compete alike; the Node
+ * ones compiled, on plain Node, from `bench/hitServe.mjs`, as the proxy runs in production):
  * - `nginx`: Debian nginx-light, one worker, `sendfile on`, a generated config in a temp dir;
  * - `node memory`: the floor for Node: the bytes in a Buffer, one `res.end`, nothing else;
  * - `node hot`: `serveHit` over the file store wrapped in the hot-variant cache (the default
  *   budget, `DEFAULT_HIT_CACHE_BYTES`): a warm HIT is a Map lookup and one `res.end(buffer)`;
  * - `node stream`: `serveHit` over the bare file store: metadata read, stat, open and a read
  *   stream per request (what a HIT costs without the cache);
- * - `proxy`: the whole proxy (`createAudioProxy`, signature, options, cache key, lookup) with a
- *   file store and `AP_SERVE_MODE=proxy`, measured only once the proxy exposes `proxy.store`.
- * Each server's bytes are checked against the file before it is measured. Each round measures
- * every server once, in rotating order; the figures are medians over rounds, and ratios are to
- * nginx in the same run. The Node servers' RSS after each run shows the memory bound holds.
+ * - `proxy (full)`: the whole proxy (`createAudioProxy`: signature, options, source
+ *   authorisation, cache key, lookup) with a file store and `AP_SERVE_MODE=proxy`;
+ * - `proxy (disk)`: the same with the hot cache off (`AP_HIT_CACHE_BYTES=0`): the disk path.
+ * Each server's bytes are checked before it is measured, and each gets a discarded warm-up
+ * (`--warmup` s) so the JIT and the hot cache are settled. Each round measures every Node server
+ * once, in rotating order, each right beside a run of nginx (before it in even rounds, after it
+ * in odd ones), and a server's ratio to nginx is to that neighbour: CPU time per byte rises with
+ * whatever else the machine runs (a busy sibling hyperthread, cold caches), and nginx's moves
+ * with its own throughput (0.13-0.29 CPU s/GiB within one run at load 13-15), so a ratio is
+ * only as steady as its two halves are near in time. Figures are medians over rounds.
+ *
+ * CPU is the serving process's user + system time from `/proc/<pid>/stat` (every thread; for
+ * nginx its worker), per GiB the client read (wrk's own byte count). The Node servers' RSS after
+ * each run shows the memory bound holds.
  *
  * Load: `wrk -t1 -c64 -d<s>s` (autocannon with 64 connections when wrk is not installed).
- * Run: `npx tsx bench/hit.ts [--rounds 5] [--seconds 5] [--cache-bytes N]`.
+ * Run: `npx tsx bench/hit.ts [--rounds 5] [--seconds 5] [--warmup 2] [--cache-bytes N]
+ * [--only hot,proxy]`; `--profile <memory|hot|stream|proxy|proxy-disk>` runs that server alone
+ * under V8's sampling profiler for one load and prints its top self-time functions.
  * The figures go to docs/performance.md ("HIT serving").
  */
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
@@ -60,6 +72,11 @@ const CACHE_BYTES = flag('cache-bytes', DEFAULT_HIT_CACHE_BYTES);
 /** Seconds of load per server before the rounds, not measured. */
 const WARMUP_SECONDS = flag('warmup', 2);
 /** `--profile <mode>`: only that server, V8's sampling profiler over one load of `--seconds`. */
+/** `--only hot,proxy`: these Node servers (beside nginx) instead of all five. */
+const ONLY = ((at) =>
+  (at === -1 ? 'memory,hot,stream,proxy,proxy-disk' : args[at + 1]!).split(',') as Mode[])(
+  args.indexOf('--only'),
+);
 const PROFILE = ((at) => (at === -1 ? undefined : (args[at + 1] as Mode)))(
   args.indexOf('--profile'),
 );
@@ -366,7 +383,7 @@ async function main() {
     join(sources, 'stereo-6s.wav'),
   ]);
   ensureBuilt();
-  const modes: Mode[] = PROFILE ? [PROFILE] : ['memory', 'hot', 'stream', 'proxy', 'proxy-disk'];
+  const modes: Mode[] = PROFILE ? [PROFILE] : ONLY;
   const targets: Target[] = PROFILE ? [] : [startNginx(dir)];
   for (const mode of modes) {
     const store = mode.startsWith('proxy') ? join(dir, `${mode}-store`) : storeRoot;
