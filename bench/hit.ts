@@ -2,35 +2,53 @@
  * HIT throughput in proxy mode: one 1 MiB variant fetched over 64 keep-alive connections, against
  * nginx serving the same bytes from disk, in the same run.
  *
- * Servers (each its own process, so the load generator and the servers compete alike):
+ * Servers (each its own process, so the load generator and the servers compete alike; the Node
+ * ones compiled, on plain Node, from `bench/hitServe.mjs`, as the proxy runs in production):
  * - `nginx`: Debian nginx-light, one worker, `sendfile on`, a generated config in a temp dir;
  * - `node memory`: the floor for Node: the bytes in a Buffer, one `res.end`, nothing else;
  * - `node hot`: `serveHit` over the file store wrapped in the hot-variant cache (the default
  *   budget, `DEFAULT_HIT_CACHE_BYTES`): a warm HIT is a Map lookup and one `res.end(buffer)`;
  * - `node stream`: `serveHit` over the bare file store: metadata read, stat, open and a read
  *   stream per request (what a HIT costs without the cache);
- * - `proxy`: the whole proxy (`createAudioProxy`, signature, options, cache key, lookup) with a
- *   file store and `AP_SERVE_MODE=proxy`, measured only once the proxy exposes `proxy.store`.
- * Each server's bytes are checked against the file before it is measured. Each round measures
- * every server once, in rotating order; the figures are medians over rounds, and ratios are to
- * nginx in the same run. The Node servers' RSS after each run shows the memory bound holds.
+ * - `proxy (full)`: the whole proxy (`createAudioProxy`: signature, options, source
+ *   authorisation, cache key, lookup) with a file store and `AP_SERVE_MODE=proxy`;
+ * - `proxy (disk)`: the same with the hot cache off (`AP_HIT_CACHE_BYTES=0`): the disk path.
+ * Each server's bytes are checked before it is measured, and each gets a discarded warm-up
+ * (`--warmup` s) so the JIT and the hot cache are settled. Each round measures every Node server
+ * once, in rotating order, each right beside a run of nginx (before it in even rounds, after it
+ * in odd ones), and a server's ratio to nginx is to that neighbour: CPU time per byte rises with
+ * whatever else the machine runs (a busy sibling hyperthread, cold caches), and nginx's moves
+ * with its own throughput (0.13-0.29 CPU s/GiB within one run at load 13-15), so a ratio is
+ * only as steady as its two halves are near in time. Figures are medians over rounds.
+ *
+ * CPU is the serving process's user + system time from `/proc/<pid>/stat` (every thread; for
+ * nginx its worker), per GiB the client read (wrk's own byte count). The Node servers' RSS after
+ * each run shows the memory bound holds.
  *
  * Load: `wrk -t1 -c64 -d<s>s` (autocannon with 64 connections when wrk is not installed).
- * Run: `npx tsx bench/hit.ts [--rounds 5] [--seconds 5] [--cache-bytes N]`.
+ * Run: `npx tsx bench/hit.ts [--rounds 5] [--seconds 5] [--warmup 2] [--cache-bytes N]
+ * [--only hot,proxy]`; `--profile <memory|hot|stream|proxy|proxy-disk>` runs that server alone
+ * under V8's sampling profiler for one load and prints its top self-time functions.
  * The figures go to docs/performance.md ("HIT serving").
  */
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { lookupVariant, serveHit } from '../src/http/hit.js';
 import { FileVariantStore } from '../src/store/file.js';
-import { DEFAULT_HIT_CACHE_BYTES, HotVariantCache } from '../src/store/hotCache.js';
-import type { VariantStore } from '../src/store/types.js';
+import { DEFAULT_HIT_CACHE_BYTES } from '../src/store/hotCache.js';
 import { fmtSpread, spread, spreadFigures } from './cpuclock.js';
 import { report } from './report.js';
 
@@ -51,108 +69,17 @@ function flag(name: string, fallback: number): number {
 const ROUNDS = flag('rounds', 5);
 const SECONDS = flag('seconds', 5);
 const CACHE_BYTES = flag('cache-bytes', DEFAULT_HIT_CACHE_BYTES);
-
-// ---------------------------------------------------------------------------------------------
-// Child mode: one Node server, `--serve <mode> <root> [cacheBytes]`.
-
-type Mode = 'memory' | 'hot' | 'stream' | 'proxy' | 'proxy-disk';
-
-async function serve(mode: Mode, root: string, cacheBytes: number) {
-  if (mode === 'proxy' || mode === 'proxy-disk') return serveProxy(root, mode === 'proxy-disk');
-  if (mode === 'memory') return serveMemory(root);
-  const disk = new FileVariantStore({ root });
-  const store: VariantStore =
-    mode === 'hot' ? new HotVariantCache(disk, { maxBytes: cacheBytes }) : disk;
-  const server = createServer((req, res) => {
-    void (async () => {
-      const head = await lookupVariant(store, KEY);
-      if (head === undefined) {
-        res.writeHead(404);
-        res.end();
-        return;
-      }
-      const outcome = await serveHit(req, res, {
-        store,
-        key: KEY,
-        head,
-        etag: `"${KEY}"`,
-        serveMode: 'proxy',
-        presignTtlS: 300,
-        nowS: Math.floor(Date.now() / 1000),
-      });
-      if (outcome === 'miss') {
-        res.writeHead(500);
-        res.end();
-      }
-    })();
-  });
-  server.keepAliveTimeout = 60_000;
-  server.listen(0, '127.0.0.1', () => {
-    process.stdout.write(`LISTENING ${(server.address() as AddressInfo).port} /v\n`);
-  });
-}
-
-/** The floor: the same bytes from a Buffer with one `res.end`, no store and no checks. */
-async function serveMemory(root: string) {
-  const disk = new FileVariantStore({ root });
-  const body = await disk.get(KEY);
-  const parts: Buffer[] = [];
-  for await (const c of (body as { stream: AsyncIterable<Buffer> }).stream) parts.push(c);
-  const data = Buffer.concat(parts);
-  const server = createServer((_req, res) => {
-    res.writeHead(200, { 'content-type': META.contentType, 'content-length': data.length });
-    res.end(data);
-  });
-  server.keepAliveTimeout = 60_000;
-  server.listen(0, '127.0.0.1', () => {
-    process.stdout.write(`LISTENING ${(server.address() as AddressInfo).port} /v\n`);
-  });
-}
-
-/**
- * The whole proxy; prints SKIP when it does not expose a store yet. `disk`: the hot-variant cache
- * off (`AP_HIT_CACHE_BYTES=0`), so every HIT reads the file store (the disk path, issue #17).
- */
-async function serveProxy(root: string, disk = false) {
-  const { loadConfig } = await import('../src/config/index.js');
-  const { createAudioProxy } = await import('../src/proxy.js');
-  const { pino } = await import('pino');
-  const { makeFixtures } = await import('../test/fixtures/audio.js');
-  const fixtures = await makeFixtures();
-  const config = loadConfig({
-    AP_LOCAL_ROOT: fixtures.dir,
-    AP_ALLOW_INSECURE: '1',
-    AP_VARIANT_STORE: `file://${root}`,
-    AP_SERVE_MODE: 'proxy',
-    AP_LOG_LEVEL: 'error',
-    ...(disk ? { AP_HIT_CACHE_BYTES: '0' } : {}),
-  });
-  const proxy = await createAudioProxy({ config, logger: pino({ level: 'silent' }) });
-  const store = (proxy as unknown as { store?: VariantStore }).store;
-  if (store === undefined) {
-    process.stdout.write('SKIP proxy.store is not wired yet\n');
-    await proxy.close();
-    process.exit(0);
-  }
-  const { url } = await proxy.listen({ host: '127.0.0.1', port: 0, metricsPort: 0 });
-  // A variant of about 1 MiB: 6 s of 44.1 kHz stereo 16-bit wav is 1,058,444 bytes.
-  const path = '/insecure/f:wav/t:0:5.944/plain/local://stereo-6s.wav';
-  const wav = join(fixtures.dir, 'stereo-6s.wav');
-  if (!existsSync(wav)) {
-    execFileSync('ffmpeg', [
-      ...['-nostdin', '-loglevel', 'error', '-y', '-f', 'lavfi'],
-      ...['-i', 'sine=frequency=440:sample_rate=44100:duration=6', '-ac', '2', wav],
-    ]);
-  }
-  const first = await fetch(url + path);
-  const etag = String(first.headers.get('etag')).replaceAll('"', '');
-  await first.arrayBuffer();
-  for (let i = 0; i < 200 && (await store.head(etag)) === undefined; i++) {
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  const port = new URL(url).port;
-  process.stdout.write(`LISTENING ${port} ${path}\n`);
-}
+/** Seconds of load per server before the rounds, not measured. */
+const WARMUP_SECONDS = flag('warmup', 2);
+/** `--profile <mode>`: only that server, V8's sampling profiler over one load of `--seconds`. */
+/** `--only hot,proxy`: these Node servers (beside nginx) instead of all five. */
+const ONLY = ((at) =>
+  (at === -1 ? 'memory,hot,stream,proxy,proxy-disk' : args[at + 1]!).split(',') as Mode[])(
+  args.indexOf('--only'),
+);
+const PROFILE = ((at) => (at === -1 ? undefined : (args[at + 1] as Mode)))(
+  args.indexOf('--profile'),
+);
 
 // ---------------------------------------------------------------------------------------------
 // Driver
@@ -163,12 +90,16 @@ interface Target {
   readonly path: string;
   readonly pid: number;
   stop(): void;
+  /** What a Node server printed so far (nginx: nothing). */
+  output?(): string;
 }
 
 interface Run {
   readonly rps: number;
   /** Server CPU (user + system) per request, in ms: steadier than req/s on a shared box. */
   readonly cpuMsPerReq: number;
+  /** Server CPU seconds per GiB the client read (wrk's byte count): the issue's figure. */
+  readonly cpuSPerGiB: number;
   readonly mbps: number;
   readonly p50ms: number;
   readonly p99ms: number;
@@ -217,12 +148,44 @@ http {
   };
 }
 
-function startNode(mode: Mode, root: string): Promise<Target | null> {
-  const self = fileURLToPath(import.meta.url);
+type Mode = 'memory' | 'hot' | 'stream' | 'proxy' | 'proxy-disk';
+const NAMES: Record<Mode, string> = {
+  memory: 'node memory',
+  hot: 'node hot',
+  stream: 'node stream',
+  proxy: 'proxy (full)',
+  'proxy-disk': 'proxy (disk)',
+};
+
+/**
+ * Builds `dist/` when it is missing or older than a file under `src/`: the Node servers run
+ * compiled (`bench/hitServe.mjs`), and a stale build would measure yesterday's code.
+ */
+function ensureBuilt(): void {
+  const here = (p: string) => fileURLToPath(new URL(p, import.meta.url));
+  const built = join(here('../dist'), 'proxy.js');
+  const newest = (dir: string): number =>
+    readdirSync(dir, { withFileTypes: true }).reduce((m, e) => {
+      const p = join(dir, e.name);
+      return Math.max(m, e.isDirectory() ? newest(p) : statSync(p).mtimeMs);
+    }, 0);
+  if (existsSync(built) && statSync(built).mtimeMs >= newest(here('../src'))) return;
+  process.stderr.write('building dist/ (the servers are measured compiled)…\n');
+  execFileSync('npm', ['run', '--silent', 'build'], { cwd: here('..'), stdio: 'inherit' });
+}
+
+/** A Node server from `bench/hitServe.mjs` on plain Node; `profile`: where SIGUSR2 writes. */
+function startNode(mode: Mode, store: string, sources: string, profile?: string): Promise<Target> {
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', self, '--serve', mode, root, String(CACHE_BYTES)],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
+    [
+      fileURLToPath(new URL('hitServe.mjs', import.meta.url)),
+      ...[mode, store, KEY, sources, String(CACHE_BYTES)],
+    ],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+      env: profile ? { ...process.env, AP_BENCH_PROFILE: profile } : process.env,
+    },
   );
   return new Promise((resolve, reject) => {
     let out = '';
@@ -231,19 +194,13 @@ function startNode(mode: Mode, root: string): Promise<Target | null> {
       const m = /LISTENING (\d+) (\S+)/.exec(out);
       if (m) {
         resolve({
-          name:
-            mode === 'proxy'
-              ? 'proxy (full)'
-              : mode === 'proxy-disk'
-                ? 'proxy (disk)'
-                : `node ${mode}`,
+          name: NAMES[mode],
           port: Number(m[1]),
           path: m[2]!,
           pid: child.pid!,
           stop: () => child.kill('SIGTERM'),
+          output: () => out,
         });
-      } else if (out.includes('SKIP')) {
-        resolve(null);
       }
     });
     child.once('exit', (code) => reject(new Error(`${mode} server exited (${code})`)));
@@ -300,19 +257,24 @@ function msOf(text: string): number {
   return m[2] === 'us' ? v / 1000 : m[2] === 's' ? v * 1000 : v;
 }
 
-async function load(t: Target): Promise<Run> {
+async function load(t: Target, seconds = SECONDS): Promise<Run> {
   const url = `http://127.0.0.1:${t.port}${t.path}`;
   const pid = servingPid(t);
   const cpuBefore = cpuSeconds(pid);
-  let run: Omit<Run, 'cpuMsPerReq'>;
+  let run: Omit<Run, 'cpuMsPerReq' | 'cpuSPerGiB'>;
+  let gib: number;
+  let requests: number;
   if (hasWrk()) {
-    const r = spawnSync('wrk', ['-t1', `-c${CONNECTIONS}`, `-d${SECONDS}s`, '--latency', url], {
+    const r = spawnSync('wrk', ['-t1', `-c${CONNECTIONS}`, `-d${seconds}s`, '--latency', url], {
       encoding: 'utf8',
     });
     const out = r.stdout;
     const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1]);
     const transfer = /Transfer\/sec:\s+([\d.]+)(\w+)/.exec(out);
     const unit = transfer?.[2] === 'GB' ? 1024 : transfer?.[2] === 'KB' ? 1 / 1024 : 1;
+    requests = Number(/(\d+) requests in/.exec(out)?.[1]);
+    const read = /([\d.]+)(GB|MB|KB) read/.exec(out);
+    gib = Number(read?.[1]) / (read?.[2] === 'GB' ? 1 : read?.[2] === 'MB' ? 1024 : 1024 ** 2);
     run = {
       rps,
       mbps: Number(transfer?.[1]) * unit,
@@ -322,17 +284,73 @@ async function load(t: Target): Promise<Run> {
   } else {
     const name = 'autocannon'; // untyped package: imported by name, used through `any`
     const autocannon = (await import(name)).default as (o: object) => Promise<any>;
-    const r = await autocannon({ url, connections: CONNECTIONS, duration: SECONDS });
+    const r = await autocannon({ url, connections: CONNECTIONS, duration: seconds });
     run = {
       rps: r.requests.average,
       mbps: r.throughput.average / (1024 * 1024),
       p50ms: r.latency.p50,
       p99ms: r.latency.p99,
     };
+    gib = r.throughput.total / 2 ** 30;
+    requests = r.requests.total;
   }
-  const cpuMsPerReq = ((cpuSeconds(pid) - cpuBefore) * 1000) / (run.rps * SECONDS);
+  const cpu = cpuSeconds(pid) - cpuBefore;
+  const cpuMsPerReq = (cpu * 1000) / requests;
+  const cpuSPerGiB = cpu / gib;
   const rss = t.name === 'nginx' ? undefined : rssMiB(t.pid);
-  return rss === undefined ? { ...run, cpuMsPerReq } : { ...run, cpuMsPerReq, rssMiB: rss };
+  const figures = { ...run, cpuMsPerReq, cpuSPerGiB };
+  return rss === undefined ? figures : { ...figures, rssMiB: rss };
+}
+
+/** Top self-time functions of a `.cpuprofile` (V8's format: nodes, samples, timeDeltas). */
+function topOfProfile(file: string, n = 14): { totalMs: number; lines: [string, number][] } {
+  const p = JSON.parse(readFileSync(file, 'utf8')) as {
+    nodes: Array<{
+      id: number;
+      callFrame: { functionName: string; url: string; lineNumber: number };
+    }>;
+    samples: number[];
+    timeDeltas: number[];
+  };
+  const byId = new Map(p.nodes.map((node) => [node.id, node]));
+  const self = new Map<string, number>();
+  let total = 0;
+  for (let i = 0; i < p.samples.length; i++) {
+    const { functionName, url, lineNumber } = byId.get(p.samples[i]!)!.callFrame;
+    if (functionName === '(idle)') continue;
+    const where = url
+      ? ` ${url.replace(/^.*\/(dist|node_modules)\//, '$1/')}:${lineNumber + 1}`
+      : '';
+    const key = `${functionName || '(anonymous)'}${where}`;
+    const ms = (p.timeDeltas[i] ?? 0) / 1000;
+    self.set(key, (self.get(key) ?? 0) + ms);
+    total += ms;
+  }
+  return { totalMs: total, lines: [...self.entries()].sort((a, b) => b[1] - a[1]).slice(0, n) };
+}
+
+/** One load of `--seconds` on `t` with V8's sampling profiler on its main thread. */
+async function profileRun(t: Target, file: string): Promise<void> {
+  const said = async (word: string) => {
+    while (!t.output!().includes(word)) await new Promise((r) => setTimeout(r, 20));
+  };
+  process.kill(t.pid, 'SIGUSR2');
+  await said('PROFILING');
+  const r = await load(t);
+  process.kill(t.pid, 'SIGUSR2');
+  await said('PROFILED');
+  const top = topOfProfile(file);
+  const kept = join(tmpdir(), `ap-bench-hit-${PROFILE}.cpuprofile`);
+  copyFileSync(file, kept);
+  console.log(`profile: ${kept} (open it in Chrome's DevTools)`);
+  console.log(
+    `${t.name}: ${r.rps.toFixed(0)} req/s, ${r.cpuSPerGiB.toFixed(3)} CPU s/GiB (profiler on); main thread ${top.totalMs.toFixed(0)} ms of samples (not idle), top self time:`,
+  );
+  for (const [fn, ms] of top.lines) {
+    console.log(
+      `  ${ms.toFixed(1).padStart(8)} ms ${((ms / top.totalMs) * 100).toFixed(1).padStart(5)} %  ${fn}`,
+    );
+  }
 }
 
 function median(xs: number[]): number {
@@ -356,38 +374,61 @@ async function main() {
     })(),
     META,
   );
-  const proxyRoot = join(dir, 'proxy-store');
-  mkdirSync(proxyRoot);
-
-  const targets: Target[] = [startNginx(dir)];
-  for (const mode of ['memory', 'hot', 'stream'] as const) {
-    targets.push((await startNode(mode, storeRoot))!);
+  // The proxy's source: 6 s of a 440 Hz tone, rendered to a wav variant of about 1 MiB.
+  const sources = join(dir, 'sources');
+  mkdirSync(sources);
+  execFileSync('ffmpeg', [
+    ...['-nostdin', '-loglevel', 'error', '-y', '-f', 'lavfi'],
+    ...['-i', 'sine=frequency=440:sample_rate=44100:duration=6', '-ac', '2'],
+    join(sources, 'stereo-6s.wav'),
+  ]);
+  ensureBuilt();
+  const modes: Mode[] = PROFILE ? [PROFILE] : ONLY;
+  const targets: Target[] = PROFILE ? [] : [startNginx(dir)];
+  for (const mode of modes) {
+    const store = mode.startsWith('proxy') ? join(dir, `${mode}-store`) : storeRoot;
+    if (store !== storeRoot) mkdirSync(store);
+    const profile = PROFILE ? join(dir, `${mode}.cpuprofile`) : undefined;
+    targets.push(await startNode(mode, store, sources, profile));
   }
-  const proxy = await startNode('proxy', proxyRoot);
-  if (proxy) targets.push(proxy);
-  const proxyDiskRoot = join(dir, 'proxy-disk-store');
-  mkdirSync(proxyDiskRoot);
-  const proxyDisk = proxy ? await startNode('proxy-disk', proxyDiskRoot) : null;
-  if (proxyDisk) targets.push(proxyDisk);
   const loadStart = loadavg()[0]!;
   try {
     for (const t of targets) await waitReady(t, t.name.startsWith('proxy') ? undefined : data);
+    // Warm-up, discarded: the JIT compiles the request path and the hot cache loads the variant.
+    for (const t of targets) await load(t, WARMUP_SECONDS);
+    if (PROFILE) {
+      await profileRun(targets[0]!, join(dir, `${PROFILE}.cpuprofile`));
+      return;
+    }
     const runs = new Map<string, Run[]>(targets.map((t) => [t.name, []]));
+    /** Per Node server, the nginx run beside each of its runs (same index). */
+    const beside = new Map<string, Run[]>(targets.map((t) => [t.name, []]));
     const tool = hasWrk() ? `wrk -t1 -c${CONNECTIONS} -d${SECONDS}s` : 'autocannon';
     process.stderr.write(`load: ${tool}; ${ROUNDS} rounds; cache ${CACHE_BYTES} B\n`);
+    const say = (round: number, t: Target, r: Run) =>
+      process.stderr.write(
+        `round ${round + 1} ${t.name.padEnd(13)} ${r.rps.toFixed(0)} req/s p99 ${r.p99ms.toFixed(1)} ms, ${r.cpuMsPerReq.toFixed(3)} CPU ms/req, ${r.cpuSPerGiB.toFixed(3)} CPU s/GiB\n`,
+      );
+    // Each Node server is measured right beside a run of nginx (nginx first in even rounds,
+    // second in odd ones): CPU time per byte grows with what else runs on the machine (the
+    // other hyperthread, the caches), so a ratio is only as good as the nearness of its halves.
+    const [nginxTarget, ...nodes] = targets as [Target, ...Target[]];
     for (let round = 0; round < ROUNDS; round++) {
-      const order = targets.map((_, i) => targets[(i + round) % targets.length]!);
+      const order = nodes.map((_, i) => nodes[(i + round) % nodes.length]!);
       for (const t of order) {
-        const r = await load(t);
-        runs.get(t.name)!.push(r);
-        process.stderr.write(
-          `round ${round + 1} ${t.name.padEnd(13)} ${r.rps.toFixed(0)} req/s p99 ${r.p99ms.toFixed(1)} ms, ${r.cpuMsPerReq.toFixed(3)} CPU ms/req\n`,
-        );
+        const pair = round % 2 === 0 ? [nginxTarget, t] : [t, nginxTarget];
+        for (const side of pair) {
+          const r = await load(side);
+          runs.get(side.name)!.push(r);
+          say(round, side, r);
+        }
+        beside.get(t.name)!.push(runs.get('nginx')!.at(-1)!);
       }
     }
+    // nginx beside itself: each of its runs.
+    beside.set('nginx', runs.get('nginx')!);
     const nginx = median(runs.get('nginx')!.map((r) => r.rps));
     const nginxCpu = median(runs.get('nginx')!.map((r) => r.cpuMsPerReq));
-    const nginxRuns = runs.get('nginx')!;
     console.log(
       '\n| server | req/s (median) | × nginx | × nginx, same round (median) | p50 ms | p99 ms | CPU ms/req | × nginx per CPU s | RSS MiB (max) |',
     );
@@ -395,23 +436,23 @@ async function main() {
     for (const t of targets) {
       const rs = runs.get(t.name)!;
       const rps = median(rs.map((r) => r.rps));
-      const paired = median(rs.map((r, i) => r.rps / nginxRuns[i]!.rps));
+      const nx = beside.get(t.name)!;
+      const paired = median(rs.map((r, i) => r.rps / nx[i]!.rps));
       const cpu = median(rs.map((r) => r.cpuMsPerReq));
       const rss = rs.map((r) => r.rssMiB).filter((x): x is number => x !== undefined);
       console.log(
         `| ${t.name} | ${rps.toFixed(0)} | ${(rps / nginx).toFixed(2)} | ${paired.toFixed(2)} | ${median(rs.map((r) => r.p50ms)).toFixed(1)} | ${median(rs.map((r) => r.p99ms)).toFixed(1)} | ${cpu.toFixed(3)} | ${(nginxCpu / cpu).toFixed(2)} | ${rss.length ? Math.max(...rss).toFixed(0) : '-'} |`,
       );
     }
-    // Issue #17: CPU seconds per GiB served ÷ nginx's (sendfile), paired per round. Every server
-    // sends the same 1 MiB body, so the ratio of CPU per request is the ratio per GiB.
-    console.log(
-      '\nCPU s per GiB served, and ÷ nginx in the same round: median (min–max) over rounds',
-    );
+    // Issue #17: CPU seconds per GiB served ÷ nginx's (sendfile), paired per round; GiB as the
+    // client counted them (wrk's bytes read), so requests cut off at the end count what they sent.
+    console.log('\nCPU s per GiB served, and ÷ nginx run beside it: median (min–max) over rounds');
     const figures: Record<string, number> = { nginxRps: nginx, loadStart, loadEnd: loadavg()[0]! };
     for (const t of targets) {
       const rs = runs.get(t.name)!;
-      const perGiB = spread(rs.map((r) => (r.cpuMsPerReq / 1000) * (2 ** 30 / VARIANT_BYTES)));
-      const ratio = spread(rs.map((r, i) => r.cpuMsPerReq / nginxRuns[i]!.cpuMsPerReq));
+      const perGiB = spread(rs.map((r) => r.cpuSPerGiB));
+      const nx = beside.get(t.name)!;
+      const ratio = spread(rs.map((r, i) => r.cpuSPerGiB / nx[i]!.cpuSPerGiB));
       Object.assign(figures, spreadFigures(`cpuPerGiBVsNginx:${t.name}`, ratio));
       figures[`cpuSPerGiB:${t.name}`] = perGiB.median;
       figures[`mibPerS:${t.name}`] = median(rs.map((r) => (r.rps * VARIANT_BYTES) / 2 ** 20));
@@ -422,7 +463,8 @@ async function main() {
     for (const t of targets) {
       const rs = runs.get(t.name)!;
       figures[`rps:${t.name}`] = median(rs.map((r) => r.rps));
-      figures[`sameRound:${t.name}`] = median(rs.map((r, i) => r.rps / nginxRuns[i]!.rps));
+      const nx = beside.get(t.name)!;
+      figures[`sameRound:${t.name}`] = median(rs.map((r, i) => r.rps / nx[i]!.rps));
       figures[`cpuMsPerReq:${t.name}`] = median(rs.map((r) => r.cpuMsPerReq));
     }
     report('hit', figures);
@@ -430,7 +472,6 @@ async function main() {
     console.log(
       `\nload average: ${loadStart.toFixed(1)} at the start, ${l1!.toFixed(1)} (1 min) and ${l5!.toFixed(1)} (5 min) at the end`,
     );
-    if (!proxy) console.log('\n(proxy (full) skipped: the proxy does not expose a store yet)');
   } finally {
     for (const t of targets) t.stop();
     await new Promise((r) => setTimeout(r, 300));
@@ -438,8 +479,4 @@ async function main() {
   }
 }
 
-if (args[0] === '--serve') {
-  await serve(args[1] as Mode, args[2]!, Number(args[3]));
-} else {
-  await main();
-}
+await main();

@@ -7,13 +7,21 @@
  *   event) speaking the same protocol, driven by the same client code;
  * - `XState floor`: a one-state chart that grants every request and acknowledges every release,
  *   driven by the same client: the ceiling for any chart answering two calls per cycle;
+ * - `floor in a state`: the same answers from one flat child state, the semaphore's own shape
+ *   (a diagnostic: what the chart's shape alone costs against the root-only floor);
  * - `p-limit`: `await limit(noop)` per cycle, the floor a plain promise semaphore sets.
- * Then the cost of joining and leaving a deep queue (where copying a queue per event shows),
- * and heap per queued waiter: N waiters behind one holder, heap delta after full GCs.
+ * Then the work per cycle, counted outside the timed runs (events the actor received, notifies
+ * it emitted: 2 and 0.5 for this chart, 2 and 0 for the floor, the same in every run, since the
+ * callers' interleaving has no timer in it), the cost of joining and leaving a deep queue (where
+ * copying a queue per event shows), and heap per queued waiter: N waiters behind one holder,
+ * heap delta after full GCs.
  *
  * Every measurement runs in a fresh child process (same Node flags), so no implementation
- * inherits another's JIT state, and the order rotates each round. Medians are reported, per wall
- * second and per CPU second of the child: on a shared 2-core box the CPU figure is the steadier.
+ * inherits another's JIT state; a child reports the median of five equal slices of its cycles
+ * (see `throughputChild`). In every round this chart and the floor run back to back (in
+ * alternating order) and the others rotate around that pair; the target's ratio is taken per
+ * round from that pair. Medians are reported, per wall second and per CPU second of the child:
+ * on a shared 2-core box the CPU figure is the steadier.
  *
  * Run: `npx tsx --expose-gc bench/semaphore.ts [--cycles 200000] [--rounds 7] [--waiters 1000000]`
  * (without `--expose-gc` the memory phase is skipped). The figures go to `docs/performance.md`.
@@ -47,7 +55,13 @@ const WAITERS = flag('waiters', 1_000_000);
 /** The naive chart copies its queue per event (O(n²) to fill), so it is measured smaller. */
 const NAIVE_WAITERS = flag('naive-waiters', 20_000);
 
-const IMPLEMENTATIONS = ['audio-proxy', 'naive XState', 'XState floor', 'p-limit'] as const;
+const IMPLEMENTATIONS = [
+  'audio-proxy',
+  'naive XState',
+  'XState floor',
+  'floor in a state',
+  'p-limit',
+] as const;
 type Implementation = (typeof IMPLEMENTATIONS)[number] | 'audio-proxy acquire()';
 
 // --- the naive baseline -----------------------------------------------------------------------
@@ -119,6 +133,25 @@ const floorMachine = setup({ types: { events: {} as NaiveEvent } }).createMachin
   },
 });
 
+/**
+ * The floor with the semaphore's shape: the same two answers from inside one flat child state
+ * (`initial: 'serving'`), as the semaphore's chart is built. Not a baseline for the target (the
+ * root-only floor is); it shows how much of the distance to the floor is the chart's one state
+ * node, which XState walks on every event (entry/exit sets, eventless check), not this chart's
+ * own code.
+ */
+const nestedFloorMachine = setup({ types: { events: {} as NaiveEvent } }).createMachine({
+  initial: 'serving',
+  states: {
+    serving: {
+      on: {
+        request: { actions: reply(() => ({ type: 'granted' })) },
+        release: { actions: reply(() => ({ type: 'ok' })) },
+      },
+    },
+  },
+});
+
 // --- throughput (child side) ------------------------------------------------------------------
 
 type Cycle = (caller: number) => Promise<void>;
@@ -158,27 +191,69 @@ function semaphoreCycle(sem: AnyActorRef): Cycle {
   };
 }
 
-function makeCycle(impl: Implementation): Cycle {
+function makeCycle(impl: Implementation, seen: (actor: AnyActorRef) => void = () => {}): Cycle {
   if (impl === 'p-limit') {
     const limit = pLimit(CAPACITY);
     const noop = () => undefined;
     return () => limit(noop);
   }
+  const cycleOf = (actor: AnyActorRef) => {
+    seen(actor);
+    return semaphoreCycle(actor);
+  };
   if (impl === 'naive XState') {
-    return semaphoreCycle(createActor(naiveMachine, { input: { capacity: CAPACITY } }).start());
+    return cycleOf(createActor(naiveMachine, { input: { capacity: CAPACITY } }).start());
   }
-  if (impl === 'XState floor') return semaphoreCycle(createActor(floorMachine).start());
+  if (impl === 'XState floor') return cycleOf(createActor(floorMachine).start());
+  if (impl === 'floor in a state') return cycleOf(createActor(nestedFloorMachine).start());
   const sem = createActor(semaphoreMachine, {
     input: { capacity: CAPACITY, queueSize: CALLERS, telemetry: wantedOn(SEMAPHORE_PREFIX) },
   }).start();
   publishTelemetry(sem, SEMAPHORE_PREFIX);
-  return semaphoreCycle(sem);
+  return cycleOf(sem);
 }
 
+/**
+ * What one cycle asks of the chart, counted outside the timed runs: events the actor received
+ * and `notify` messages it emitted (a queued caller's grant), per cycle, over `cycles` cycles.
+ * The floor never queues; this chart queues whoever finds both slots taken, so the difference
+ * in work per cycle is the notify path, and it is fixed by the callers' interleaving (no timer,
+ * no I/O), not by scheduling: the same count in every run.
+ */
+async function countChild(impl: Implementation, cycles: number) {
+  const actors: AnyActorRef[] = [];
+  const cycle = makeCycle(impl, (actor) => actors.push(actor));
+  const sem = actors[0]!;
+  let events = 0;
+  let notifies = 0;
+  const send = sem.send.bind(sem);
+  sem.send = (event) => {
+    events++;
+    send(event);
+  };
+  sem.on('notify', () => {
+    notifies++;
+  });
+  await run(cycle, cycles);
+  const done = Math.ceil(cycles / CALLERS) * CALLERS;
+  return { eventsPerCycle: events / done, notifiesPerCycle: notifies / done };
+}
+
+/** Slices a child's measured cycles are cut into; the child reports the median slice. */
+const SLICES = 5;
+
+/**
+ * The child's rate: the median of `SLICES` equal slices of `CYCLES`, each timed on its own. A
+ * slice that caught a major GC or a background JIT compile (both on other threads of this
+ * process, and counted in its CPU) is one of five instead of a fifth of the one figure.
+ */
 async function throughputChild(impl: Implementation): Promise<Rate> {
   const cycle = makeCycle(impl);
   await run(cycle, Math.min(CYCLES, 50_000)); // warm-up, discarded
-  return run(cycle, CYCLES);
+  const slices: Rate[] = [];
+  for (let i = 0; i < SLICES; i++) slices.push(await run(cycle, Math.ceil(CYCLES / SLICES)));
+  const mid = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  return { wall: mid(slices.map((r) => r.wall)), cpu: mid(slices.map((r) => r.cpu)) };
 }
 
 // --- queue depth (child side) -----------------------------------------------------------------
@@ -287,10 +362,18 @@ function throughput(): void {
     Implementation,
     Rate[]
   >;
+  // The target's two halves (this chart and the floor) run back to back in every round, in
+  // alternating order, so a change in the machine's load between children falls on both; the
+  // other implementations rotate around that pair.
+  const others = IMPLEMENTATIONS.filter((i) => i !== 'audio-proxy' && i !== 'XState floor');
   for (let round = 0; round < ROUNDS; round++) {
-    for (let k = 0; k < IMPLEMENTATIONS.length; k++) {
-      const impl = IMPLEMENTATIONS[(round + k) % IMPLEMENTATIONS.length]!;
-      results[impl].push(child(['--child', impl]) as Rate);
+    const pair: Implementation[] =
+      round % 2 === 0 ? ['audio-proxy', 'XState floor'] : ['XState floor', 'audio-proxy'];
+    const slots: Implementation[][] = [pair, ...others.map((i) => [i])];
+    for (let k = 0; k < slots.length; k++) {
+      for (const impl of slots[(round + k) % slots.length]!) {
+        results[impl as (typeof IMPLEMENTATIONS)[number]].push(child(['--child', impl]) as Rate);
+      }
     }
   }
   for (const metric of ['wall', 'cpu'] as const) {
@@ -321,6 +404,25 @@ function throughput(): void {
   console.log(
     `  audio-proxy / XState floor per CPU s, same round: ${fmtSpread(s)}x (target >= 0.8x)`,
   );
+  const nested = spread(
+    results['floor in a state'].map((r, i) => r.cpu / results['XState floor'][i]!.cpu),
+  );
+  Object.assign(figures, spreadFigures('nestedFloorVsFloor', nested));
+  console.log(
+    `  floor in a state / XState floor per CPU s, same round: ${fmtSpread(nested)}x (the chart's shape alone)`,
+  );
+}
+
+function workPerCycle(): void {
+  console.log('\nwork per cycle (20,000 cycles, counted outside the timed runs)');
+  for (const impl of ['audio-proxy', 'XState floor'] as const) {
+    const c = child(['--count', impl]) as { eventsPerCycle: number; notifiesPerCycle: number };
+    figures[`eventsPerCycle:${impl}`] = c.eventsPerCycle;
+    figures[`notifiesPerCycle:${impl}`] = c.notifiesPerCycle;
+    console.log(
+      `  ${impl.padEnd(13)} ${c.eventsPerCycle.toFixed(3)} events, ${c.notifiesPerCycle.toFixed(3)} notifies`,
+    );
+  }
 }
 
 function depth(): void {
@@ -361,9 +463,13 @@ function memory(): void {
 }
 
 const childAt = process.argv.indexOf('--child');
+const countAt = process.argv.indexOf('--count');
 const memoryAt = process.argv.indexOf('--memory');
 const depthAt = process.argv.indexOf('--depth');
-if (depthAt !== -1) {
+if (countAt !== -1) {
+  const impl = process.argv[countAt + 1] as Implementation;
+  console.log(JSON.stringify(await countChild(impl, 20_000)));
+} else if (depthAt !== -1) {
   const impl = process.argv[depthAt + 1] as Implementation;
   console.log(JSON.stringify(await depthChild(impl, Number(process.argv[depthAt + 2]))));
 } else if (childAt !== -1) {
@@ -381,6 +487,7 @@ if (depthAt !== -1) {
   );
   figures.loadStart = loadAvg();
   throughput();
+  workPerCycle();
   depth();
   memory();
   figures.loadEnd = loadAvg();

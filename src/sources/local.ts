@@ -18,8 +18,13 @@
  *   links); `resolveLocal` is where absence becomes a 404.
  * - **Bounds are checked before any filesystem call**, so a hostile path costs nothing.
  * - **The root is re-resolved at most `ROOT_RECHECK_MS` after it was last resolved** (a bind
- *   mount can be re-pointed); `/` is refused as a root. Everything below the root is looked at
- *   on every call.
+ *   mount can be re-pointed); `/` is refused as a root.
+ * - **What reads a source looks at everything on every call**: `resolveLocal` walks and
+ *   `openLocal` judges the opened file each time; neither keeps anything but the root.
+ * - **An authorisation (`authorizeLocal`) is kept until `ROOT_RECHECK_MS` after the root
+ *   reading it was judged under** (at most `LOCAL_VERDICTS_MAX` of them, oldest forgotten
+ *   first; refusals are never kept), so a HIT of a hot source costs no lstat chain. It only
+ *   gates answers that read nothing of the source (a 304, a stored variant); see Races.
  *
  * - **ffmpeg never opens a path.** `openLocal` opens the walked path itself (`O_NOFOLLOW`,
  *   `O_NONBLOCK`) and proves the opened file inside the root after the open; ffmpeg and ffprobe
@@ -33,6 +38,13 @@
  *   a hardlink inside the root to a file outside it is inside by every path test (it needs write
  *   access to the root and the same file system: mount the root read-only), and a device node
  *   swapped in is opened (not read) before it is refused.
+ * - **A kept authorisation and a link swapped in after it: a window of `ROOT_RECHECK_MS`, no
+ *   read.** For up to that long after the root reading a verdict rests on, a path whose
+ *   component was meanwhile swapped for a link out of the root is still *authorised*: a 304 or
+ *   a stored variant (bytes the proxy rendered from the inside file before the swap) may be
+ *   answered for it, as the root itself may be followed for that long after a re-point. Nothing
+ *   outside the root is read in that window: a MISS or `/info` resolves and opens through the
+ *   uncached walk and the post-open check above, and answers 404 (`localVerdict.test.ts`).
  *
  * ## Events
  * None. The caller maps `not_found` → 404 and `source_too_large` → 413.
@@ -82,18 +94,49 @@ export const ROOT_RECHECK_MS = 1_000;
 const authorizing = new InFlight<string, { readonly ok: true } | typeof LOCAL_NOT_FOUND>();
 const resolving = new InFlight<string, LocalResult>();
 
-const resolvedRoots = new Map<string, { readonly real: string; readonly at: number }>();
+interface ResolvedRoot {
+  readonly real: string;
+  /** When it was resolved (`performance.now()`). */
+  readonly at: number;
+}
+const resolvedRoots = new Map<string, ResolvedRoot>();
 
 /** The resolved root, or undefined when unset, missing, not a directory, or `/`. */
 async function resolveRoot(root: string | undefined): Promise<string | undefined> {
+  return (await resolveRootEntry(root))?.real;
+}
+
+async function resolveRootEntry(root: string | undefined): Promise<ResolvedRoot | undefined> {
   if (root === undefined || root === '') return undefined;
   const now = performance.now();
   const known = resolvedRoots.get(root);
-  if (known !== undefined && now - known.at < ROOT_RECHECK_MS) return known.real;
+  if (known !== undefined && now - known.at < ROOT_RECHECK_MS) return known;
   const real = await resolveRootNow(root);
-  if (real === undefined) resolvedRoots.delete(root);
-  else resolvedRoots.set(root, { real, at: now });
-  return real;
+  if (real === undefined) {
+    resolvedRoots.delete(root);
+    return undefined;
+  }
+  const entry = { real, at: now };
+  resolvedRoots.set(root, entry);
+  return entry;
+}
+
+/** Verdicts kept at most (distinct root and path pairs); past it the oldest is forgotten. */
+export const LOCAL_VERDICTS_MAX = 1_024;
+
+/**
+ * Positive authorisations, `root\0relPath` → until when (`performance.now()`) they hold: the
+ * resolution time of the root they were judged under plus `ROOT_RECHECK_MS`, so a verdict is
+ * never older than the oldest reading it rests on. Insertion order is age order (a renewed
+ * verdict is re-inserted), so the first key is the oldest. Refusals are never kept.
+ */
+const verdicts = new Map<string, number>();
+const AUTHORIZED_NOW = Promise.resolve(AUTHORIZED);
+
+function keepVerdict(key: string, until: number): void {
+  verdicts.delete(key);
+  verdicts.set(key, until);
+  if (verdicts.size > LOCAL_VERDICTS_MAX) verdicts.delete(verdicts.keys().next().value as string);
 }
 
 async function resolveRootNow(root: string): Promise<string | undefined> {
@@ -189,16 +232,25 @@ export function authorizeLocal(
   relPath: string,
 ): Promise<{ readonly ok: true } | typeof LOCAL_NOT_FOUND> {
   if (lexicallyRefused(relPath)) return Promise.resolve(LOCAL_NOT_FOUND);
-  return authorizing.run(`${root}\0${relPath}`, () => authorizeLocalNow(root, relPath));
+  const key = `${root}\0${relPath}`;
+  const until = verdicts.get(key);
+  if (until !== undefined) {
+    if (performance.now() < until) return AUTHORIZED_NOW;
+    verdicts.delete(key);
+  }
+  return authorizing.run(key, () => authorizeLocalNow(root, relPath, key));
 }
 
 async function authorizeLocalNow(
   root: string | undefined,
   relPath: string,
+  key: string,
 ): Promise<{ readonly ok: true } | typeof LOCAL_NOT_FOUND> {
-  const realRoot = await resolveRoot(root);
-  if (realRoot === undefined) return LOCAL_NOT_FOUND;
-  return (await walk(realRoot, relPath)) === undefined ? LOCAL_NOT_FOUND : AUTHORIZED;
+  const resolved = await resolveRootEntry(root);
+  if (resolved === undefined) return LOCAL_NOT_FOUND;
+  if ((await walk(resolved.real, relPath)) === undefined) return LOCAL_NOT_FOUND;
+  keepVerdict(key, resolved.at + ROOT_RECHECK_MS);
+  return AUTHORIZED;
 }
 
 /**
