@@ -32,17 +32,29 @@ export type KillOutcome = 'already_dead' | 'terminated' | 'killed' | 'survived';
  */
 export const DEFAULT_RENDER_TIMEOUT_S = 300;
 
-/** Largest chunk sent to the main thread. */
-export const BATCH_BYTES = 64 * 1024; // one full pipe read: fast outputs (wav, flac) already arrive in reads this size
+/**
+ * Largest chunk sent to the main thread. Every chunk is a message each way (Comlink's call and
+ * its answer) and, on the main thread, one event through the render chart, the coordinator,
+ * every subscriber's delivery and the tee, and one store write: the cost is per chunk, not per
+ * byte. bench/cpu.ts's MISS renders (mp3 128k of 60 s, 938 KiB) went out in 16–29 chunks at
+ * 64 KiB / 50 ms (the count followed the machine's load), in 5–8 at 256 KiB / 250 ms, and each
+ * chunk left out saved ≈ 1.2–2.3 ms of proxy CPU (docs/performance.md, "Where the CPU goes").
+ * 256 KiB is 16 s of a 128 kb/s mp3, 1.5 s of CD-rate WAV.
+ */
+export const BATCH_BYTES = 256 * 1024;
 
 /**
- * Longest a byte waits in the worker before it is sent (the first read goes at once). Every
- * message wakes both threads: bench/workers.ts (4 concurrent mp3 encodes) measured the node
- * process's CPU vs a main-thread spawn at ≈ 3.2× unbatched, ≈ 2× at 5 ms, 1.15–1.7× at 20 ms,
- * 1.04–1.4× at 50 ms (≈ 40 messages per encode instead of ≈ 1400 pipe reads), and no deadline
- * at all saved nothing more. 50 ms is two mp3 frames: nothing a player notices.
+ * Longest a byte waits in the worker before it is sent (the first read goes at once, so time to
+ * first byte is ffmpeg's). Every message wakes both threads: bench/workers.ts (4 concurrent mp3
+ * encodes, ~800-byte pipe reads then) measured the node process's CPU vs a main-thread spawn at
+ * ≈ 3.2× unbatched, ≈ 2× at 5 ms, 1.15–1.7× at 20 ms, 1.04–1.4× at 50 ms. At 50 ms a fast
+ * render's chunk count followed the wall time it took, so a loaded machine paid more per render
+ * (see `BATCH_BYTES`); at 250 ms a 60 s mp3 is mostly full batches. A listener is not starved
+ * by it: an encode runs ≫ 1× real time, so the first read alone (ffmpeg's 16 KiB block: 1 s of a
+ * 128 kb/s mp3, 0.4 s at 320 kb/s) outlasts the wait for the next, and an uncompressed output
+ * fills a batch long before the deadline.
  */
-export const FLUSH_MS = 50;
+export const FLUSH_MS = 250;
 
 /** Unacknowledged bytes at which stdout is paused. */
 export const HIGH_WATER_BYTES = 1_048_576; // the original's mark; the coordinator acks at once

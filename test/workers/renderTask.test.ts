@@ -283,19 +283,23 @@ describe('render task: cancel', () => {
 
   it('cancel after ffmpeg exited (output still held back) kills nothing and settles cancelled', async () => {
     // More than the window plus one batch, so some output is always held back; little enough
-    // more that the rest fits in the pipe and the worker's buffers, so the script can exit.
-    const total = HIGH_WATER_BYTES + BATCH_BYTES + 16_000;
+    // more that the rest fits in the pipe and the worker's buffers, so the script can exit. The
+    // rest can be a whole batch, so the batch is one pipe's worth here (64 KiB), not the
+    // default: a larger one would leave the script blocked on a full pipe, never exited.
+    const batchBytes = 64 * 1024;
+    const total = HIGH_WATER_BYTES + batchBytes + 16_000;
     const run = renderInThread({
       executable: fake('crash-after.sh'),
       argv: [String(total), '0'],
       timeoutMs: LONG_MS,
+      batchBytes,
     });
     const pid = await run.pid();
     await vi.waitFor(() => expect(run.calls).toContain('exited'), { timeout: WAIT_MS });
     expectReaped(pid);
     const held = run.received();
     expect(held).toBeGreaterThanOrEqual(HIGH_WATER_BYTES);
-    expect(held).toBeLessThanOrEqual(HIGH_WATER_BYTES + BATCH_BYTES);
+    expect(held).toBeLessThanOrEqual(HIGH_WATER_BYTES + batchBytes);
     const report = await run.control.cancel();
     expect(report.outcome).toBe('already_dead');
     expect(await run.result).toMatchObject({ type: 'error', class: 'cancelled', bytes: held });
