@@ -235,6 +235,12 @@ async function measure<T>(
   };
 }
 
+/** stime of every thread of `pid` (the kernel's part of its CPU), in ms (10 ms ticks). */
+function systemCpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[12]) * 10;
+}
+
 function makeSource(root: string): void {
   execFileSync('ffmpeg', [
     ...['-nostdin', '-loglevel', 'error', '-y'],
@@ -509,11 +515,14 @@ function crowdRounds(proxy: Child) {
     let oneMs = 0;
     let crowdMs = 0;
     let ffmpegSumMs = 0;
+    let systemExtraMs = 0;
     const chunks: number[] = [];
     for (let i = 0; i < CROWD_PAIRS; i++) {
       const size = async (n: number) => {
         const path = `${COAL_VARIANT}/cb:c${n}-${tag}-${i}/plain/local://in.wav`;
-        return measure(proxy, () => crowd(proxy.line, n, path));
+        const s0 = systemCpuMs(proxy.pid);
+        const m = await measure(proxy, () => crowd(proxy.line, n, path));
+        return { ...m, systemMs: systemCpuMs(proxy.pid) - s0 };
       };
       const first = pairs++ % 2 === 0 ? 1 : LISTENERS;
       const a = await size(first);
@@ -521,6 +530,7 @@ function crowdRounds(proxy: Child) {
       const [one, many] = first === 1 ? [a, b] : [b, a];
       oneMs += one.proxyMs;
       crowdMs += many.proxyMs;
+      systemExtraMs += many.systemMs - one.systemMs;
       ffmpegSumMs += many.ffmpegMs;
       chunks.push(...many.result.map((h) => h.chunks));
     }
@@ -533,6 +543,8 @@ function crowdRounds(proxy: Child) {
       extraMs: extra / CROWD_PAIRS,
       ffmpegMs: ffmpegSumMs / CROWD_PAIRS,
       perListenerUs: (1000 * extra) / CROWD_PAIRS / (LISTENERS - 1),
+      /** The kernel's part of the extra (stime, 10 ms ticks), as a share. */
+      systemShare: systemExtraMs / extra,
       /** HTTP chunks (socket writes) per crowd listener: median (min–max). */
       chunks: spread(chunks),
     };
@@ -595,7 +607,7 @@ async function main(): Promise<void> {
     coalPerListenerUs.push(c.perListenerUs);
     process.stderr.write(
       `round ${round + 1}/${ROUNDS}: ${m ? `MISS proxy ${m.proxyMs} ms / ffmpeg ${m.ffmpegMs} ms = ${((100 * m.proxyMs) / m.ffmpegMs).toFixed(2)} %; ` : ''}` +
-        `COAL ${CROWD_PAIRS} pairs (${c.crowdMs.toFixed(0)} − ${c.oneMs.toFixed(0)}) / ${c.ffmpegSumMs} ms = ${(100 * c.ratio).toFixed(2)} %, ${c.perListenerUs.toFixed(0)} µs per extra listener, ${fmtSpread(c.chunks, 0)} writes per listener\n`,
+        `COAL ${CROWD_PAIRS} pairs (${c.crowdMs.toFixed(0)} − ${c.oneMs.toFixed(0)}) / ${c.ffmpegSumMs} ms = ${(100 * c.ratio).toFixed(2)} %, ${c.perListenerUs.toFixed(0)} µs per extra listener (${(100 * c.systemShare).toFixed(0)} % in the kernel), ${fmtSpread(c.chunks, 0)} writes per listener\n`,
     );
   }
   await proxy.stop();
