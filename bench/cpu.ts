@@ -12,7 +12,9 @@
  *  COAL   what 63 more listeners of one render cost: per round, CROWD_PAIRS pairs of opus 96k
  *         renders of the 60 s source, each pair one render with 1 listener and one with 64
  *         (fresh keys, the pair's order alternating so a drift in background work falls on both
- *         sides): (Σ proxy CPU with 64 − Σ proxy CPU with 1) ÷ Σ ffmpeg CPU of the 64 side.
+ *         sides): (proxy CPU with 64 − proxy CPU with 1) ÷ ffmpeg CPU of the 64 side, per pair;
+ *         the figure is the median over every pair of the run (a GC or a slow store write lands
+ *         in one render of one pair), the spread the rounds' own medians.
  *         Every crowd's connections are open before its first request is written, and the
  *         requests are written in one go, so the whole crowd has joined long before ffmpeg's
  *         first output (~100 ms of process start): each listener gets every chunk live, not a
@@ -516,7 +518,10 @@ function crowdRounds(proxy: Child) {
     let crowdMs = 0;
     let ffmpegSumMs = 0;
     let systemExtraMs = 0;
+    let late = 0;
     const chunks: number[] = [];
+    /** Each pair's extra proxy CPU and its crowd's ffmpeg CPU, in ms. */
+    const pairList: Array<{ extraMs: number; ffmpegMs: number }> = [];
     for (let i = 0; i < CROWD_PAIRS; i++) {
       const size = async (n: number) => {
         const path = `${COAL_VARIANT}/cb:c${n}-${tag}-${i}/plain/local://in.wav`;
@@ -532,14 +537,20 @@ function crowdRounds(proxy: Child) {
       crowdMs += many.proxyMs;
       systemExtraMs += many.systemMs - one.systemMs;
       ffmpegSumMs += many.ffmpegMs;
+      pairList.push({ extraMs: many.proxyMs - one.proxyMs, ffmpegMs: many.ffmpegMs });
       chunks.push(...many.result.map((h) => h.chunks));
+      // A listener that joined after the first byte got the backlog as one write: fewer writes.
+      const most = Math.max(...many.result.map((h) => h.chunks));
+      late += many.result.filter((h) => h.chunks < most).length;
     }
     const extra = crowdMs - oneMs;
     return {
       oneMs,
       crowdMs,
       ffmpegSumMs,
-      ratio: extra / ffmpegSumMs,
+      pairs: pairList,
+      /** The round's ratio: the median of its pairs' (a GC or a slow store write falls in one). */
+      ratio: spread(pairList.map((q) => q.extraMs / q.ffmpegMs)).median,
       extraMs: extra / CROWD_PAIRS,
       ffmpegMs: ffmpegSumMs / CROWD_PAIRS,
       perListenerUs: (1000 * extra) / CROWD_PAIRS / (LISTENERS - 1),
@@ -547,6 +558,8 @@ function crowdRounds(proxy: Child) {
       systemShare: systemExtraMs / extra,
       /** HTTP chunks (socket writes) per crowd listener: median (min–max). */
       chunks: spread(chunks),
+      /** Crowd listeners with fewer writes than their render's most: joined after its first byte. */
+      late,
     };
   };
 }
@@ -589,6 +602,7 @@ async function main(): Promise<void> {
   const coalFfmpegMs: number[] = [];
   const coalPerListenerUs: number[] = [];
   const coalRound = crowdRounds(proxy);
+  const coalPairs: Array<{ extraMs: number; ffmpegMs: number }> = [];
   for (let round = 0; round < ROUNDS; round++) {
     const tag = `r${round}-${Date.now()}`;
     const m = CROWD_ONLY ? null : await measure(proxy, () => missRound(url, tag));
@@ -602,19 +616,35 @@ async function main(): Promise<void> {
 
     const c = await coalRound(tag);
     coal.push(c.ratio);
+    coalPairs.push(...c.pairs);
     coalExtraMs.push(c.extraMs);
     coalFfmpegMs.push(c.ffmpegMs);
     coalPerListenerUs.push(c.perListenerUs);
     process.stderr.write(
       `round ${round + 1}/${ROUNDS}: ${m ? `MISS proxy ${m.proxyMs} ms / ffmpeg ${m.ffmpegMs} ms = ${((100 * m.proxyMs) / m.ffmpegMs).toFixed(2)} %; ` : ''}` +
-        `COAL ${CROWD_PAIRS} pairs (${c.crowdMs.toFixed(0)} − ${c.oneMs.toFixed(0)}) / ${c.ffmpegSumMs} ms = ${(100 * c.ratio).toFixed(2)} %, ${c.perListenerUs.toFixed(0)} µs per extra listener (${(100 * c.systemShare).toFixed(0)} % in the kernel), ${fmtSpread(c.chunks, 0)} writes per listener\n`,
+        `COAL ${CROWD_PAIRS} pairs (${c.crowdMs.toFixed(0)} − ${c.oneMs.toFixed(0)}) / ${c.ffmpegSumMs} ms = ${(100 * c.ratio).toFixed(2)} %, ${c.perListenerUs.toFixed(0)} µs per extra listener (${(100 * c.systemShare).toFixed(0)} % in the kernel), ${fmtSpread(c.chunks, 0)} writes per listener, ${c.late} of ${CROWD_PAIRS * LISTENERS} joined after the first byte\n`,
     );
   }
   await proxy.stop();
+  // COAL's figure: the median over every pair of the run (paired, so a drift in the machine's
+  // load falls on both sides), with the spread of the rounds' own medians.
+  const coalOverPairs = (
+    f: (q: { extraMs: number; ffmpegMs: number }) => number,
+    per: number[],
+  ) => ({
+    ...spread(per),
+    median: spread(coalPairs.map(f)).median,
+  });
+  const coalS = coalOverPairs((q) => q.extraMs / q.ffmpegMs, coal);
+  const perListenerS = coalOverPairs(
+    (q) => (1000 * q.extraMs) / (LISTENERS - 1),
+    coalPerListenerUs,
+  );
+  const extraS = coalOverPairs((q) => q.extraMs, coalExtraMs);
   if (CROWD_ONLY) {
     if (ROUNDS > 0)
       console.log(
-        `\nCOAL  ${ROUNDS} rounds of ${CROWD_PAIRS} pairs, load ${loadStart.toFixed(1)} → ${loadAvg().toFixed(1)}: ${fmtSpread(spread(coalPerListenerUs), 0)} µs per extra listener; +${fmtSpread(spread(coalExtraMs), 0)} ms for 63 more, ffmpeg ${fmtSpread(spread(coalFfmpegMs), 0)} ms per render, ratio ${fmtSpread(spread(coal), 2, 100, ' %')} (target ≤ 10 %); idle ${idleMsPerS.toFixed(1)} ms/s`,
+        `\nCOAL  ${ROUNDS} rounds of ${CROWD_PAIRS} pairs, load ${loadStart.toFixed(1)} → ${loadAvg().toFixed(1)}: ${fmtSpread(perListenerS, 0)} µs per extra listener; +${fmtSpread(extraS, 0)} ms for 63 more, ffmpeg ${fmtSpread(spread(coalFfmpegMs), 0)} ms per render, ratio ${fmtSpread(coalS, 2, 100, ' %')} (target ≤ 10 %); idle ${idleMsPerS.toFixed(1)} ms/s`,
       );
     if (args.includes('--profile')) await profile(root);
     return;
@@ -625,7 +655,6 @@ async function main(): Promise<void> {
   const loadEnd = loadAvg();
 
   const missS = spread(miss);
-  const coalS = spread(coal);
   const ttfbS = spread(ttfb);
   console.log(
     `\nproxy CPU vs ffmpeg CPU, ${ROUNDS} rounds, median (min–max); load ${loadStart.toFixed(1)} → ${loadEnd.toFixed(1)}`,
@@ -634,7 +663,7 @@ async function main(): Promise<void> {
     `MISS  ${MISS_RENDERS} mp3 128k renders of 60 s per round: proxy ${fmtSpread(spread(missProxyMs), 0)} ms / render (main thread ${fmtSpread(spread(missMainMs), 0)}, the rest workers and V8 helpers), ffmpeg ${fmtSpread(spread(missFfmpegMs), 0)} ms / render, ratio ${fmtSpread(missS, 2, 100, ' %')} (target ≤ 3 %)`,
   );
   console.log(
-    `COAL  63 more listeners (${CROWD_PAIRS} render pairs a round): ${fmtSpread(spread(coalPerListenerUs), 0)} µs per extra listener, proxy +${fmtSpread(spread(coalExtraMs), 0)} ms per render over one listener, ffmpeg ${fmtSpread(spread(coalFfmpegMs), 0)} ms, ratio ${fmtSpread(coalS, 2, 100, ' %')} (target ≤ 10 %)`,
+    `COAL  63 more listeners (${CROWD_PAIRS} render pairs a round): ${fmtSpread(perListenerS, 0)} µs per extra listener, proxy +${fmtSpread(extraS, 0)} ms per render over one listener, ffmpeg ${fmtSpread(spread(coalFfmpegMs), 0)} ms, ratio ${fmtSpread(coalS, 2, 100, ' %')} (target ≤ 10 %)`,
   );
   console.log(`IDLE  proxy ${idleMsPerS.toFixed(1)} ms CPU per s while idle`);
   console.log(
@@ -648,9 +677,9 @@ async function main(): Promise<void> {
     ...spreadFigures('coalCpu', coalS),
     missProxyMsPerRender: spread(missProxyMs).median,
     missFfmpegMsPerRender: spread(missFfmpegMs).median,
-    coalExtraMs: spread(coalExtraMs).median,
+    coalExtraMs: extraS.median,
     coalFfmpegMs: spread(coalFfmpegMs).median,
-    coalPerListenerUs: spread(coalPerListenerUs).median,
+    coalPerListenerUs: perListenerS.median,
     idleMsPerS,
     ...spreadFigures('ttfbMs', ttfbS),
     ffmpegStartWallMs: start.wallMs.median,
