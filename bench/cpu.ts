@@ -13,8 +13,8 @@
  *         renders of the 60 s source, each pair one render with 1 listener and one with 64
  *         (fresh keys, the pair's order alternating so a drift in background work falls on both
  *         sides): (proxy CPU with 64 − proxy CPU with 1) ÷ ffmpeg CPU of the 64 side, per pair;
- *         the figure is the median over every pair of the run (a GC or a slow store write lands
- *         in one render of one pair), the spread the rounds' own medians.
+ *         a round's figure is its median pair's (a GC or a slow store write lands in one render
+ *         of one pair), the run's the median over rounds.
  *         Every crowd's connections are open before its first request is written, and the
  *         requests are written in one go, so the whole crowd has joined long before ffmpeg's
  *         first output (~100 ms of process start): each listener gets every chunk live, not a
@@ -544,16 +544,16 @@ function crowdRounds(proxy: Child) {
       late += many.result.filter((h) => h.chunks < most).length;
     }
     const extra = crowdMs - oneMs;
+    // The round's figures are its median pair's: a GC or a slow store write lands in one render.
+    const extraMs = spread(pairList.map((q) => q.extraMs)).median;
     return {
       oneMs,
       crowdMs,
       ffmpegSumMs,
-      pairs: pairList,
-      /** The round's ratio: the median of its pairs' (a GC or a slow store write falls in one). */
       ratio: spread(pairList.map((q) => q.extraMs / q.ffmpegMs)).median,
-      extraMs: extra / CROWD_PAIRS,
+      extraMs,
       ffmpegMs: ffmpegSumMs / CROWD_PAIRS,
-      perListenerUs: (1000 * extra) / CROWD_PAIRS / (LISTENERS - 1),
+      perListenerUs: (1000 * extraMs) / (LISTENERS - 1),
       /** The kernel's part of the extra (stime, 10 ms ticks), as a share. */
       systemShare: systemExtraMs / extra,
       /** HTTP chunks (socket writes) per crowd listener: median (min–max). */
@@ -602,7 +602,6 @@ async function main(): Promise<void> {
   const coalFfmpegMs: number[] = [];
   const coalPerListenerUs: number[] = [];
   const coalRound = crowdRounds(proxy);
-  const coalPairs: Array<{ extraMs: number; ffmpegMs: number }> = [];
   for (let round = 0; round < ROUNDS; round++) {
     const tag = `r${round}-${Date.now()}`;
     const m = CROWD_ONLY ? null : await measure(proxy, () => missRound(url, tag));
@@ -616,31 +615,19 @@ async function main(): Promise<void> {
 
     const c = await coalRound(tag);
     coal.push(c.ratio);
-    coalPairs.push(...c.pairs);
     coalExtraMs.push(c.extraMs);
     coalFfmpegMs.push(c.ffmpegMs);
     coalPerListenerUs.push(c.perListenerUs);
     process.stderr.write(
       `round ${round + 1}/${ROUNDS}: ${m ? `MISS proxy ${m.proxyMs} ms / ffmpeg ${m.ffmpegMs} ms = ${((100 * m.proxyMs) / m.ffmpegMs).toFixed(2)} %; ` : ''}` +
-        `COAL ${CROWD_PAIRS} pairs (${c.crowdMs.toFixed(0)} − ${c.oneMs.toFixed(0)}) / ${c.ffmpegSumMs} ms = ${(100 * c.ratio).toFixed(2)} %, ${c.perListenerUs.toFixed(0)} µs per extra listener (${(100 * c.systemShare).toFixed(0)} % in the kernel), ${fmtSpread(c.chunks, 0)} writes per listener, ${c.late} of ${CROWD_PAIRS * LISTENERS} joined after the first byte\n`,
+        `COAL ${CROWD_PAIRS} pairs, proxy ${c.crowdMs.toFixed(0)} ms with 64 and ${c.oneMs.toFixed(0)} ms with 1, ffmpeg ${c.ffmpegSumMs} ms; median pair ${(100 * c.ratio).toFixed(2)} %, ${c.perListenerUs.toFixed(0)} µs per extra listener (${(100 * c.systemShare).toFixed(0)} % in the kernel), ${fmtSpread(c.chunks, 0)} writes per listener, ${c.late} of ${CROWD_PAIRS * LISTENERS} joined after the first byte\n`,
     );
   }
   await proxy.stop();
-  // COAL's figure: the median over every pair of the run (paired, so a drift in the machine's
-  // load falls on both sides), with the spread of the rounds' own medians.
-  const coalOverPairs = (
-    f: (q: { extraMs: number; ffmpegMs: number }) => number,
-    per: number[],
-  ) => ({
-    ...spread(per),
-    median: spread(coalPairs.map(f)).median,
-  });
-  const coalS = coalOverPairs((q) => q.extraMs / q.ffmpegMs, coal);
-  const perListenerS = coalOverPairs(
-    (q) => (1000 * q.extraMs) / (LISTENERS - 1),
-    coalPerListenerUs,
-  );
-  const extraS = coalOverPairs((q) => q.extraMs, coalExtraMs);
+  // COAL's figures: the median over rounds of each round's median pair.
+  const coalS = spread(coal);
+  const perListenerS = spread(coalPerListenerUs);
+  const extraS = spread(coalExtraMs);
   if (CROWD_ONLY) {
     if (ROUNDS > 0)
       console.log(
