@@ -9,8 +9,16 @@
  *
  *  MISS   6 distinct mp3 128k renders of a 60 s stereo WAV per round, 2 at a time:
  *         proxy CPU ÷ ffmpeg CPU.                                                target ≤ 3 %
- *  COAL   one opus 96k render alone, then 64 identical requests for a fresh key (one ffmpeg):
- *         (proxy CPU with 64 − proxy CPU with 1) ÷ ffmpeg CPU of the 64 round.  target ≤ 10 %
+ *  COAL   what 63 more listeners of one render cost: per round, CROWD_PAIRS pairs of opus 96k
+ *         renders of the 60 s source, each pair one render with 1 listener and one with 64
+ *         (fresh keys, the pair's order alternating so a drift in background work falls on both
+ *         sides): (proxy CPU with 64 − proxy CPU with 1) ÷ ffmpeg CPU of the 64 side, per pair;
+ *         a round's figure is its median pair's (a GC or a slow store write lands in one render
+ *         of one pair), the run's the median over rounds.
+ *         Every crowd's connections are open before its first request is written, and the
+ *         requests are written in one go, so the whole crowd has joined long before ffmpeg's
+ *         first output (~100 ms of process start): each listener gets every chunk live, not a
+ *         backlog whose size would depend on when it arrived.                 target ≤ 10 %
  *  LIMITS ffmpeg's own process start (`-f lavfi -i anullsrc -t 0 -f null -`: wall and CPU),
  *         the floor of a MISS's first byte, beside the proxy's median first byte; and loopback
  *         copy bandwidth (a Node process writing a 1 MiB Buffer to a socket as fast as it can,
@@ -26,7 +34,7 @@
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { Agent, request } from 'node:http';
-import { connect, createServer } from 'node:net';
+import { connect, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -49,10 +57,18 @@ function flag(name: string, fallback: number): number {
   return at === -1 ? fallback : Number(args[at + 1]);
 }
 const ROUNDS = flag('rounds', 5);
+/** `--crowd-only`: the COAL rounds alone (no MISS, no limits, nothing reported to bench:all). */
+const CROWD_ONLY = args.includes('--crowd-only');
 /** Distinct mp3 renders per MISS round: enough ffmpeg CPU (~4 s) that a 10 ms tick is noise. */
 const MISS_RENDERS = 6;
 /** The issue's coalescing crowd. */
 const LISTENERS = 64;
+/**
+ * 1-listener / 64-listener render pairs per COAL round: one pair's difference (~60–200 ms) is
+ * as small as the proxy's own per-render noise (GC, JIT, the store's write), so a round sums
+ * several.
+ */
+const CROWD_PAIRS = 4;
 /** The variant P2 coalesces (`bench/render.ts`). */
 const COAL_VARIANT = '/insecure/f:opus/br:96';
 const MISS_VARIANT = '/insecure/f:mp3/br:128';
@@ -221,6 +237,12 @@ async function measure<T>(
   };
 }
 
+/** stime of every thread of `pid` (the kernel's part of its CPU), in ms (10 ms ticks). */
+function systemCpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[12]) * 10;
+}
+
 function makeSource(root: string): void {
   execFileSync('ffmpeg', [
     ...['-nostdin', '-loglevel', 'error', '-y'],
@@ -237,6 +259,91 @@ const missRound = (url: string, tag: string) =>
       (_, i) => () => fetchTimed(url, `${MISS_VARIANT}/cb:${tag}-${i}/plain/local://in.wav`),
     ),
   );
+
+/** One listener's answer: its status line and the body's bytes and HTTP chunks. */
+interface Heard {
+  readonly status: string;
+  readonly bytes: number;
+  readonly chunks: number;
+}
+
+/**
+ * Reads one raw HTTP/1.1 response off `socket` until the server closes it: the status line, and
+ * a chunked body's bytes and chunk count (the proxy's socket writes, one chunk each).
+ */
+function hear(socket: Socket): Promise<Heard> {
+  return new Promise((resolve, reject) => {
+    let buf: Buffer = Buffer.alloc(0);
+    let status = '';
+    let bytes = 0;
+    let chunks = 0;
+    /** Bytes of the current chunk's data (and its CRLF) still to skip; -1: a size line is next. */
+    let skip = -1;
+    let ended = false;
+    socket.on('data', (d: Buffer) => {
+      buf = buf.length ? Buffer.concat([buf, d]) : d;
+      for (;;) {
+        if (!status) {
+          const at = buf.indexOf('\r\n\r\n');
+          if (at < 0) return;
+          status = buf.subarray(0, buf.indexOf('\r\n')).toString('latin1');
+          buf = buf.subarray(at + 4);
+        } else if (skip >= 0) {
+          const n = Math.min(skip, buf.length);
+          skip -= n;
+          buf = buf.subarray(n);
+          if (skip > 0 || buf.length === 0) return;
+          skip = -1;
+        } else {
+          const at = buf.indexOf('\r\n');
+          if (at < 0) return;
+          const size = Number.parseInt(buf.subarray(0, at).toString('latin1'), 16);
+          buf = buf.subarray(at + 2);
+          if (size === 0) {
+            ended = true;
+            return void socket.end();
+          }
+          bytes += size;
+          chunks++;
+          skip = size + 2;
+        }
+      }
+    });
+    socket.on('close', () =>
+      ended ? resolve({ status, bytes, chunks }) : reject(new Error(`torn response (${status})`)),
+    );
+    socket.on('error', reject);
+  });
+}
+
+/**
+ * `n` listeners of one fresh key: every connection is opened first, then every request is
+ * written in one synchronous loop, so the proxy reads the whole crowd in a few milliseconds,
+ * before the render's first byte. Resolves with what each listener heard; rejects on a status
+ * other than 200, a torn body, or listeners that got bodies of different lengths.
+ */
+async function crowd(base: string, n: number, path: string): Promise<Heard[]> {
+  const url = new URL(base);
+  const sockets = await Promise.all(
+    Array.from(
+      { length: n },
+      () =>
+        new Promise<Socket>((resolve, reject) => {
+          const s = connect(Number(url.port), url.hostname, () => resolve(s));
+          s.once('error', reject);
+        }),
+    ),
+  );
+  const heard = sockets.map(hear);
+  const head = `GET ${path} HTTP/1.1\r\nHost: ${url.host}\r\nConnection: close\r\n\r\n`;
+  for (const s of sockets) s.write(head);
+  const all = await Promise.all(heard);
+  for (const h of all) {
+    if (!h.status.startsWith('HTTP/1.1 200 ')) throw new Error(`${h.status} for ${path}`);
+    if (h.bytes !== all[0]!.bytes) throw new Error(`listeners got unequal bodies for ${path}`);
+  }
+  return all;
+}
 
 /** ffmpeg's floor: a process that starts, opens a null input and exits. */
 function ffmpegStart(): { wallMs: Spread; cpuMs: Spread } {
@@ -338,7 +445,8 @@ function topOfProfile(file: string, n = 12): { totalMs: number; lines: ProfileLi
 }
 
 async function profile(root: string): Promise<void> {
-  for (const phase of ['MISS', 'HIT'] as const) {
+  const phases = CROWD_ONLY ? (['CROWD'] as const) : (['MISS', 'HIT', 'CROWD'] as const);
+  for (const phase of phases) {
     const dir = mkdtempSync(join(tmpdir(), `ap-prof-${phase}-`));
     const store = join(dir, 'store');
     mkdirSync(store);
@@ -357,6 +465,16 @@ async function profile(root: string): Promise<void> {
     if (phase === 'MISS') {
       await missRound(url, `prof-${Date.now()}`);
       await quiesce(proxy.pid);
+    } else if (phase === 'CROWD') {
+      for (let i = 0; i < CROWD_PAIRS; i++) {
+        await crowd(
+          url,
+          LISTENERS,
+          `${COAL_VARIANT}/cb:prof-${i}-${Date.now()}/plain/local://in.wav`,
+        );
+        await quiesce(proxy.pid);
+      }
+      console.log(`\nCROWD profile load: ${CROWD_PAIRS} renders with ${LISTENERS} listeners each`);
     } else {
       const agent = new Agent({ keepAlive: true, maxSockets: HIT_CONNECTIONS });
       const end = performance.now() + HIT_SECONDS * 1000;
@@ -377,7 +495,7 @@ async function profile(root: string): Promise<void> {
     }
     const processMs = processCpuMs(proxy.pid) - p0;
     await proxy.stop();
-    const top = topOfProfile(file);
+    const top = topOfProfile(file, phase === 'CROWD' ? 25 : 12);
     console.log(
       `\n${phase} profile, main thread: ${top.totalMs.toFixed(0)} ms of samples (not idle) of ${processMs} ms CPU in the whole proxy process; top self time:`,
     );
@@ -388,15 +506,72 @@ async function profile(root: string): Promise<void> {
   }
 }
 
+/**
+ * One COAL round: CROWD_PAIRS pairs of a 1-listener and a LISTENERS-listener render, each on a
+ * fresh key and measured alone (`measure`), the pair's order alternating. Per render: the extra
+ * proxy CPU of the crowd and ffmpeg's CPU; the ratio of the sums; µs per extra listener.
+ */
+function crowdRounds(proxy: Child) {
+  let pairs = 0;
+  return async (tag: string) => {
+    let oneMs = 0;
+    let crowdMs = 0;
+    let ffmpegSumMs = 0;
+    let systemExtraMs = 0;
+    let late = 0;
+    const chunks: number[] = [];
+    /** Each pair's extra proxy CPU and its crowd's ffmpeg CPU, in ms. */
+    const pairList: Array<{ extraMs: number; ffmpegMs: number }> = [];
+    for (let i = 0; i < CROWD_PAIRS; i++) {
+      const size = async (n: number) => {
+        const path = `${COAL_VARIANT}/cb:c${n}-${tag}-${i}/plain/local://in.wav`;
+        const s0 = systemCpuMs(proxy.pid);
+        const m = await measure(proxy, () => crowd(proxy.line, n, path));
+        return { ...m, systemMs: systemCpuMs(proxy.pid) - s0 };
+      };
+      const first = pairs++ % 2 === 0 ? 1 : LISTENERS;
+      const a = await size(first);
+      const b = await size(first === 1 ? LISTENERS : 1);
+      const [one, many] = first === 1 ? [a, b] : [b, a];
+      oneMs += one.proxyMs;
+      crowdMs += many.proxyMs;
+      systemExtraMs += many.systemMs - one.systemMs;
+      ffmpegSumMs += many.ffmpegMs;
+      pairList.push({ extraMs: many.proxyMs - one.proxyMs, ffmpegMs: many.ffmpegMs });
+      chunks.push(...many.result.map((h) => h.chunks));
+      // A listener that joined after the first byte got the backlog as one write: fewer writes.
+      const most = Math.max(...many.result.map((h) => h.chunks));
+      late += many.result.filter((h) => h.chunks < most).length;
+    }
+    const extra = crowdMs - oneMs;
+    // The round's figures are its median pair's: a GC or a slow store write lands in one render.
+    const extraMs = spread(pairList.map((q) => q.extraMs)).median;
+    return {
+      oneMs,
+      crowdMs,
+      ffmpegSumMs,
+      ratio: spread(pairList.map((q) => q.extraMs / q.ffmpegMs)).median,
+      extraMs,
+      ffmpegMs: ffmpegSumMs / CROWD_PAIRS,
+      perListenerUs: (1000 * extraMs) / (LISTENERS - 1),
+      /** The kernel's part of the extra (stime, 10 ms ticks), as a share. */
+      systemShare: systemExtraMs / extra,
+      /** HTTP chunks (socket writes) per crowd listener: median (min–max). */
+      chunks: spread(chunks),
+      /** Crowd listeners with fewer writes than their render's most: joined after its first byte. */
+      late,
+    };
+  };
+}
+
 /** JIT, lazy module loads (tsx), the workers' first tasks and the probe cache, then a settle. */
 async function warmUp(url: string, pid: number): Promise<void> {
   await fetchTimed(url, `${MISS_VARIANT}/cb:warm/plain/local://in.wav`);
   await missRound(url, `warm-${Date.now()}`);
-  await Promise.all(
-    Array.from({ length: LISTENERS }, () =>
-      fetchTimed(url, `${COAL_VARIANT}/cb:warm-${Date.now()}/plain/local://in.wav`),
-    ),
-  );
+  // Two crowds (one key each): the crowd path's code is optimised before the first round.
+  for (const n of [1, 2]) {
+    await crowd(url, LISTENERS, `${COAL_VARIANT}/cb:warm-${n}-${Date.now()}/plain/local://in.wav`);
+  }
   await quiesce(pid);
   await new Promise((r) => setTimeout(r, SETTLE_MS));
 }
@@ -425,42 +600,48 @@ async function main(): Promise<void> {
   const coal: number[] = [];
   const coalExtraMs: number[] = [];
   const coalFfmpegMs: number[] = [];
+  const coalPerListenerUs: number[] = [];
+  const coalRound = crowdRounds(proxy);
   for (let round = 0; round < ROUNDS; round++) {
     const tag = `r${round}-${Date.now()}`;
-    const m = await measure(proxy, () => missRound(url, tag));
-    miss.push(m.proxyMs / m.ffmpegMs);
-    missProxyMs.push(m.proxyMs / MISS_RENDERS);
-    missMainMs.push(m.mainMs / MISS_RENDERS);
-    missFfmpegMs.push(m.ffmpegMs / MISS_RENDERS);
-    ttfb.push(...m.result.map((r) => r.ttfbMs));
+    const m = CROWD_ONLY ? null : await measure(proxy, () => missRound(url, tag));
+    if (m) {
+      miss.push(m.proxyMs / m.ffmpegMs);
+      missProxyMs.push(m.proxyMs / MISS_RENDERS);
+      missMainMs.push(m.mainMs / MISS_RENDERS);
+      missFfmpegMs.push(m.ffmpegMs / MISS_RENDERS);
+      ttfb.push(...m.result.map((r) => r.ttfbMs));
+    }
 
-    const one = await measure(proxy, () =>
-      fetchTimed(url, `${COAL_VARIANT}/cb:one-${tag}/plain/local://in.wav`),
-    );
-    const all = await measure(proxy, () =>
-      Promise.all(
-        Array.from({ length: LISTENERS }, () =>
-          fetchTimed(url, `${COAL_VARIANT}/cb:all-${tag}/plain/local://in.wav`),
-        ),
-      ),
-    );
-    const extra = all.proxyMs - one.proxyMs;
-    coal.push(extra / all.ffmpegMs);
-    coalExtraMs.push(extra);
-    coalFfmpegMs.push(all.ffmpegMs);
+    const c = await coalRound(tag);
+    coal.push(c.ratio);
+    coalExtraMs.push(c.extraMs);
+    coalFfmpegMs.push(c.ffmpegMs);
+    coalPerListenerUs.push(c.perListenerUs);
     process.stderr.write(
-      `round ${round + 1}/${ROUNDS}: MISS proxy ${m.proxyMs} ms / ffmpeg ${m.ffmpegMs} ms = ${((100 * m.proxyMs) / m.ffmpegMs).toFixed(2)} %; ` +
-        `COAL (${all.proxyMs} − ${one.proxyMs}) / ${all.ffmpegMs} ms = ${((100 * extra) / all.ffmpegMs).toFixed(2)} %\n`,
+      `round ${round + 1}/${ROUNDS}: ${m ? `MISS proxy ${m.proxyMs} ms / ffmpeg ${m.ffmpegMs} ms = ${((100 * m.proxyMs) / m.ffmpegMs).toFixed(2)} %; ` : ''}` +
+        `COAL ${CROWD_PAIRS} pairs, proxy ${c.crowdMs.toFixed(0)} ms with 64 and ${c.oneMs.toFixed(0)} ms with 1, ffmpeg ${c.ffmpegSumMs} ms; median pair ${(100 * c.ratio).toFixed(2)} %, ${c.perListenerUs.toFixed(0)} µs per extra listener (${(100 * c.systemShare).toFixed(0)} % in the kernel), ${fmtSpread(c.chunks, 0)} writes per listener, ${c.late} of ${CROWD_PAIRS * LISTENERS} joined after the first byte\n`,
     );
   }
   await proxy.stop();
+  // COAL's figures: the median over rounds of each round's median pair.
+  const coalS = spread(coal);
+  const perListenerS = spread(coalPerListenerUs);
+  const extraS = spread(coalExtraMs);
+  if (CROWD_ONLY) {
+    if (ROUNDS > 0)
+      console.log(
+        `\nCOAL  ${ROUNDS} rounds of ${CROWD_PAIRS} pairs, load ${loadStart.toFixed(1)} → ${loadAvg().toFixed(1)}: ${fmtSpread(perListenerS, 0)} µs per extra listener; +${fmtSpread(extraS, 0)} ms for 63 more, ffmpeg ${fmtSpread(spread(coalFfmpegMs), 0)} ms per render, ratio ${fmtSpread(coalS, 2, 100, ' %')} (target ≤ 10 %); idle ${idleMsPerS.toFixed(1)} ms/s`,
+      );
+    if (args.includes('--profile')) await profile(root);
+    return;
+  }
 
   const start = ffmpegStart();
   const lb = await loopback();
   const loadEnd = loadAvg();
 
   const missS = spread(miss);
-  const coalS = spread(coal);
   const ttfbS = spread(ttfb);
   console.log(
     `\nproxy CPU vs ffmpeg CPU, ${ROUNDS} rounds, median (min–max); load ${loadStart.toFixed(1)} → ${loadEnd.toFixed(1)}`,
@@ -469,7 +650,7 @@ async function main(): Promise<void> {
     `MISS  ${MISS_RENDERS} mp3 128k renders of 60 s per round: proxy ${fmtSpread(spread(missProxyMs), 0)} ms / render (main thread ${fmtSpread(spread(missMainMs), 0)}, the rest workers and V8 helpers), ffmpeg ${fmtSpread(spread(missFfmpegMs), 0)} ms / render, ratio ${fmtSpread(missS, 2, 100, ' %')} (target ≤ 3 %)`,
   );
   console.log(
-    `COAL  63 more listeners: proxy +${fmtSpread(spread(coalExtraMs), 0)} ms over one listener, ffmpeg ${fmtSpread(spread(coalFfmpegMs), 0)} ms, ratio ${fmtSpread(coalS, 2, 100, ' %')} (target ≤ 10 %)`,
+    `COAL  63 more listeners (${CROWD_PAIRS} render pairs a round): ${fmtSpread(perListenerS, 0)} µs per extra listener, proxy +${fmtSpread(extraS, 0)} ms per render over one listener, ffmpeg ${fmtSpread(spread(coalFfmpegMs), 0)} ms, ratio ${fmtSpread(coalS, 2, 100, ' %')} (target ≤ 10 %)`,
   );
   console.log(`IDLE  proxy ${idleMsPerS.toFixed(1)} ms CPU per s while idle`);
   console.log(
@@ -483,8 +664,9 @@ async function main(): Promise<void> {
     ...spreadFigures('coalCpu', coalS),
     missProxyMsPerRender: spread(missProxyMs).median,
     missFfmpegMsPerRender: spread(missFfmpegMs).median,
-    coalExtraMs: spread(coalExtraMs).median,
+    coalExtraMs: extraS.median,
     coalFfmpegMs: spread(coalFfmpegMs).median,
+    coalPerListenerUs: perListenerS.median,
     idleMsPerS,
     ...spreadFigures('ttfbMs', ttfbS),
     ffmpegStartWallMs: start.wallMs.median,

@@ -295,7 +295,11 @@ export async function deliver(
   let early: SubscriberMessage[] | null = [];
   const onMessage = (message: SubscriberMessage) => {
     if (early) early.push(message);
-    else
+    else if (message.type === 'chunk') {
+      // Stamped: while streaming, the chart then leaves its deadline's timer running instead of
+      // restarting it per chunk (the timers run on this clock).
+      tell({ type: 'chunk', data: message.data, at: performance.now() });
+    } else
       tell(
         message.type === 'error' && stopping(message.failure)
           ? { type: 'shutdown', failure: message.failure }

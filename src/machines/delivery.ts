@@ -46,6 +46,14 @@
  *   restarts on every coordinator message and on each phase change. It answers 429 (via
  *   `refusing`) before the slot was granted, 504 after, and tears the stream down once the 200 is
  *   sent; each of them also `leave`s the coordinator.
+ * - **A streaming deadline is re-armed lazily, to the same instant.** While streaming, a chunk
+ *   that carries its arrival time `at` (the adapter's monotonic clock, the timers' clock) only
+ *   records it (`heardAt`); the timer armed for `deadlineAt` is left running, and when it fires
+ *   with a message heard since, it is re-armed for the rest (`heardAt + deadline − deadlineAt`):
+ *   the stream is torn down exactly `deadlineMs` after its last message, as if the timer had
+ *   restarted on each one, without cancelling and scheduling a timer per chunk per listener (what
+ *   a shared render's fan-out cost most, issue #17). A message without `at` restarts the timer
+ *   at once, as before; the chart reads no clock.
  * - **Exactly one final state**, with the outcome, cache status, bytes written and (failed) the
  *   failure as the actor's output: the adapter's telemetry reads nothing else of the chart. `done`
  *   means the response was *ended*; whether it was delivered (finished before the client left)
@@ -133,6 +141,12 @@ export interface DeliveryContext {
   readonly tail: Buffer[];
   failure: RenderFailure | null;
   outcome: DeliveryOutcome | null;
+  /** When the streaming deadline's timer fires (the stamps' clock); null: armed unstamped. */
+  deadlineAt: number | null;
+  /** The last stamped chunk's arrival while streaming; null before one. */
+  heardAt: number | null;
+  /** A lazy re-arm's delay (the rest of the deadline); null: the whole `deadlineMs`. */
+  rearmMs: number | null;
 }
 
 export type DeliveryEvent =
@@ -149,6 +163,12 @@ export type DeliveryEvent =
   /** The subscribe call answered with a failure (a full queue, a coordinator that failed). */
   | { readonly type: 'refused'; readonly failure: RenderFailure }
   | SubscriberMessage
+  /**
+   * A chunk stamped with its arrival time (ms, on the clock the chart's timers run on): in
+   * `streaming` it leaves the deadline's timer running (see the essay). A chunk without `at`
+   * restarts the timer, as every other message does.
+   */
+  | { readonly type: 'chunk'; readonly data: Buffer; readonly at: number }
   /** The render was cancelled because the node is stopping. */
   | { readonly type: 'shutdown'; readonly failure: RenderFailure }
   | { readonly type: 'client.gone' }
@@ -199,6 +219,8 @@ const NO_OUTPUT = 'no output before the consumer deadline';
 const SILENT = 'stream went silent';
 const SHORT = 'the render ended before the announced end of the response';
 const OVERRUN = 'the render ran past its announced length';
+
+const EMPTY = Buffer.alloc(0);
 
 /** Keeps at least the last `length` bytes of the stream in `tail` (whole chunks, oldest first). */
 function keepTail(tail: Buffer[], data: Buffer, length: number): void {
@@ -325,6 +347,14 @@ export const deliveryMachine = setup({
       context.window !== null &&
       Number.isFinite(context.window.end) &&
       context.position <= context.window.end,
+    /** A stamped chunk while the timer is armed against a stamp: the timer runs on. */
+    heardLazily: ({ context, event }) =>
+      event.type === 'chunk' && 'at' in event && context.deadlineAt !== null,
+    /** The streaming deadline fired, but a message came after it was armed: re-arm. */
+    heardSinceArmed: ({ context }) =>
+      context.deadlineAt !== null &&
+      context.heardAt !== null &&
+      context.heardAt + context.deadlineMs > context.deadlineAt,
     slotGranted: ({ event }) => event.type === 'subscribed' && event.started,
     emptyChunk: ({ event }) => event.type === 'chunk' && event.data.length === 0,
     /** A full queue in cluster mode: a peer may have a free slot. */
@@ -416,10 +446,39 @@ export const deliveryMachine = setup({
       type: 'handOff' as const,
       retryAfterS: context.failure?.retryAfterS ?? 1,
     })),
+    /** The deadline's timer (re)starts now: due `deadlineMs` after the event's stamp, if any. */
+    arm: assign(({ context, event }) => ({
+      deadlineAt:
+        'at' in event && typeof event.at === 'number' ? event.at + context.deadlineMs : null,
+      rearmMs: null,
+    })),
+    /**
+     * A stamped chunk inside the window while streaming (it does not reach a range's end, so it
+     * is the window's whole): counted and its arrival remembered, the timer left as it is; one
+     * context update, where `write` would compute a slice and update twice.
+     */
+    hear: assign(({ context, event }) => {
+      const length = event.type === 'chunk' ? event.data.length : 0;
+      return {
+        position: context.position + length,
+        bytes: context.bytes + length,
+        heardAt: 'at' in event ? event.at : context.heardAt,
+      };
+    }),
+    /** The stamped chunk `hear` counted, written whole. */
+    pass: emit(({ event }) => ({
+      type: 'write' as const,
+      data: event.type === 'chunk' ? event.data : EMPTY,
+    })),
+    /** The timer fired for `deadlineAt`; the stream spoke at `heardAt`: wait out the rest. */
+    rearm: assign(({ context }) => {
+      const due = (context.heardAt ?? 0) + context.deadlineMs;
+      return { rearmMs: due - (context.deadlineAt ?? due), deadlineAt: due };
+    }),
     settle: assign({ outcome: (_, params: { outcome: DeliveryOutcome }) => params.outcome }),
   },
   delays: {
-    consumerDeadline: ({ context }) => context.deadlineMs,
+    consumerDeadline: ({ context }) => context.rearmMs ?? context.deadlineMs,
   },
 }).createMachine({
   id: 'delivery',
@@ -452,6 +511,9 @@ export const deliveryMachine = setup({
       tail: [],
       failure: null,
       outcome: null,
+      deadlineAt: null,
+      heardAt: null,
+      rearmMs: null,
     };
   },
   initial: 'waiting',
@@ -477,7 +539,7 @@ export const deliveryMachine = setup({
           {
             guard: 'opensWindow',
             target: 'streaming',
-            actions: ['recordCache', 'decide', 'startStreaming', 'write'],
+            actions: ['recordCache', 'decide', 'startStreaming', 'write', 'arm'],
           },
           { guard: 'hasBacklog', target: 'seeking', actions: ['recordCache', 'decide', 'write'] },
           { guard: 'slotGranted', target: 'rendering', actions: ['recordCache', 'decide'] },
@@ -503,7 +565,7 @@ export const deliveryMachine = setup({
           {
             guard: 'opensWindow',
             target: 'streaming',
-            actions: ['decide', 'startStreaming', 'write'],
+            actions: ['decide', 'startStreaming', 'write', 'arm'],
           },
           { target: 'seeking', actions: ['decide', 'write'] },
         ],
@@ -542,7 +604,7 @@ export const deliveryMachine = setup({
           {
             guard: 'opensWindow',
             target: 'streaming',
-            actions: ['decide', 'startStreaming', 'write'],
+            actions: ['decide', 'startStreaming', 'write', 'arm'],
           },
           { target: 'seeking', actions: ['decide', 'write'] },
         ],
@@ -584,7 +646,7 @@ export const deliveryMachine = setup({
           {
             guard: 'opensWindow',
             target: 'streaming',
-            actions: ['decide', 'startStreaming', 'write'],
+            actions: ['decide', 'startStreaming', 'write', 'arm'],
           },
           { target: 'seeking', reenter: true, actions: ['decide', 'write'] },
         ],
@@ -601,22 +663,26 @@ export const deliveryMachine = setup({
     /** The head is sent: the window's bytes flow until its end or `done`; a failure tears down. */
     streaming: {
       after: {
-        consumerDeadline: {
-          target: 'failed',
-          actions: ['leave', { type: 'recordTimeout', params: { detail: SILENT } }, 'tearDown'],
-        },
+        consumerDeadline: [
+          { guard: 'heardSinceArmed', target: 'streaming', reenter: true, actions: 'rearm' },
+          {
+            target: 'failed',
+            actions: ['leave', { type: 'recordTimeout', params: { detail: SILENT } }, 'tearDown'],
+          },
+        ],
       },
       on: {
-        rendering: { target: 'streaming', reenter: true },
+        rendering: { target: 'streaming', reenter: true, actions: 'arm' },
         chunk: [
-          { guard: 'emptyChunk', target: 'streaming', reenter: true },
+          { guard: 'emptyChunk', target: 'streaming', reenter: true, actions: 'arm' },
           {
             guard: 'overrunsTotal',
             target: 'failed',
             actions: ['leave', 'recordOverrun', 'tearDown'],
           },
           { guard: 'reachesEnd', target: 'done', actions: ['write', 'end', 'leave'] },
-          { target: 'streaming', reenter: true, actions: 'write' },
+          { guard: 'heardLazily', actions: ['hear', 'pass'] },
+          { target: 'streaming', reenter: true, actions: ['write', 'arm'] },
         ],
         done: [
           {

@@ -732,6 +732,13 @@ function delivery(canHandOff: boolean, rangeCase?: DeliveryRangeCase): GraphMode
         chunk: [
           { type: 'chunk', data: Buffer.from('abc') },
           { type: 'chunk', data: Buffer.alloc(0) },
+          // Stamped, as the adapter sends them: while streaming the deadline is re-armed lazily.
+          ...(rangeCase
+            ? []
+            : [
+                { type: 'chunk', data: Buffer.from('abc'), at: 1 },
+                { type: 'chunk', data: Buffer.from('abc'), at: 2 },
+              ]),
           ...(rangeCase
             ? [
                 { type: 'chunk', data: Buffer.from('a') },
@@ -758,6 +765,10 @@ function delivery(canHandOff: boolean, rangeCase?: DeliveryRangeCase): GraphMode
         c.outcome,
         // Ranges: how far the stream got, capped so the walk stays finite.
         rangeCase ? Math.min(c.position, 8) : null,
+        // The deadline's timer: armed against a stamp, and whether a stamp came after it.
+        c.deadlineAt === null
+          ? null
+          : c.heardAt !== null && c.heardAt + c.deadlineMs > c.deadlineAt,
       ]);
     },
   };

@@ -74,6 +74,29 @@ function tracking() {
 }
 
 describe('delivery adapter', () => {
+  it('stamps each chunk, so a streaming chart leaves its deadline running (re-armed lazily)', async () => {
+    const t = tracking();
+    const { services } = subscribing(miss(), {
+      after: (send) => {
+        send({ type: 'rendering' });
+        send({ type: 'chunk', data: Buffer.from('ab') });
+        send({ type: 'chunk', data: Buffer.from('cd') });
+        send({ type: 'chunk', data: Buffer.from('ef') });
+        send({ type: 'done', info: { exitStatus: 0, bytes: 6 } });
+      },
+    });
+    const before = performance.now();
+    const ctx = contextOf({}, services, { track: t.track });
+    const r = await exchange(async (x) => deliver(x, ctx, REQUEST, HEADERS));
+    expect(r.body).toBe('abcdef');
+    const { context } = t.actors[0]!.actor.getSnapshot();
+    // The first chunk armed the timer against its stamp; the later ones were only heard.
+    expect(context.deadlineAt).toBeGreaterThanOrEqual(before + context.deadlineMs);
+    expect(context.heardAt).toBeGreaterThanOrEqual(context.deadlineAt - context.deadlineMs);
+    expect(context.heardAt).toBeLessThanOrEqual(performance.now());
+    expect(context.bytes).toBe(6);
+  });
+
   it('streams a MISS after one 200 and ends: one actor, tracked, done, one stop event', async () => {
     const t = tracking();
     const { services } = subscribing(miss(), {

@@ -148,6 +148,67 @@ describe('delivery chart', () => {
     });
   });
 
+  it('stamped chunks: the stream is torn down exactly the deadline after the last one', () => {
+    // The adapter stamps each chunk with its arrival (the timers' clock; Date is faked here too).
+    const stamped = (s: string) =>
+      ({ type: 'chunk', data: Buffer.from(s), at: Date.now() }) as const;
+    for (const gaps of [
+      [DEADLINE_MS - 1, DEADLINE_MS - 1, DEADLINE_MS - 1],
+      [1, 2, 3, DEADLINE_MS - 1],
+      [DEADLINE_MS / 2, DEADLINE_MS / 2 + 1, 7],
+    ]) {
+      const d = start();
+      d.send(subscribed(true));
+      d.send(stamped('a'));
+      for (const gap of gaps) {
+        vi.advanceTimersByTime(gap);
+        d.send(stamped('b'));
+      }
+      vi.advanceTimersByTime(DEADLINE_MS - 1);
+      expect(d.value(), String(gaps)).toBe('streaming');
+      vi.advanceTimersByTime(1);
+      expect(d.types()).toEqual(['head', ...gaps.map(() => 'write'), 'write', 'leave', 'tearDown']);
+      expect(d.actor.getSnapshot().output).toMatchObject({
+        outcome: 'failed',
+        bytes: 1 + gaps.length,
+        failure: { class: 'timeout', detail: 'stream went silent' },
+      });
+    }
+  });
+
+  it('stamped chunks do not restart the timer each: one is armed per deadline, not per chunk', () => {
+    let armed = 0;
+    const clock = {
+      setTimeout: (fn: (...a: unknown[]) => void, ms: number) => {
+        armed++;
+        return setTimeout(fn, ms);
+      },
+      clearTimeout: (id: unknown) => clearTimeout(id as ReturnType<typeof setTimeout>),
+    };
+    const emitted: DeliveryEmitted[] = [];
+    const actor = createActor(deliveryMachine, {
+      input: { key: 'k', deadlineMs: DEADLINE_MS },
+      clock,
+    });
+    actor.on('*', (e) => emitted.push(e as DeliveryEmitted));
+    actor.start();
+    actor.send(subscribed(true));
+    actor.send({ type: 'chunk', data: Buffer.from('a'), at: Date.now() });
+    const atStreaming = armed;
+    for (let i = 0; i < 100; i++) {
+      vi.advanceTimersByTime(100); // 10 s of chunks: the deadline (5 s) passes twice
+      actor.send({ type: 'chunk', data: Buffer.from('b'), at: Date.now() });
+    }
+    expect(armed - atStreaming).toBe(2); // re-armed when it fired with chunks heard, not per chunk
+    expect(actor.getSnapshot().value).toBe('streaming');
+    expect(emitted.filter((e) => e.type === 'write')).toHaveLength(101);
+    // An unstamped chunk restarts it at once, as every other message does.
+    actor.send(chunk('c'));
+    expect(armed - atStreaming).toBe(3);
+    actor.send({ type: 'done', info: { exitStatus: 0, bytes: 102 } });
+    expect(actor.getSnapshot().output).toMatchObject({ outcome: 'ok', bytes: 102 });
+  });
+
   it('a queued subscription answer does not restart the deadline', () => {
     const d = start();
     vi.advanceTimersByTime(DEADLINE_MS - 1);
