@@ -38,7 +38,7 @@ const RUNS: Array<{ bench: string; file: string; flags?: string[]; args: string[
     bench: 'workers',
     file: 'workers.ts',
     flags: ['--expose-gc'],
-    args: ['--rounds', quick ? '5' : '11'],
+    args: ['--rounds', quick ? '7' : '11'],
   },
   {
     bench: 'hit',
