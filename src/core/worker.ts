@@ -56,6 +56,22 @@ export const BATCH_BYTES = 256 * 1024;
  */
 export const FLUSH_MS = 250;
 
+/**
+ * A partial batch waits past `FLUSH_MS` only while the listener is this far ahead: when the
+ * render says how many bytes a second of its audio takes at most (`outputBytesPerSecond`), the
+ * worker knows a lower bound of the audio already sent, and so of how long the listener can play
+ * before it needs more. While that lead exceeds this, a partial batch is held (up to
+ * `MAX_HOLD_MS`); once it falls to this, the time rule (`FLUSH_MS`) applies again. Why: with
+ * the time rule alone, the chunk count of a render followed its wall time, so a render slowed by
+ * other work on the machine (ffmpeg runs niced) cost the proxy several times the CPU per render
+ * (bench/cpu.ts: 6 writes per listener on a quiet machine, 36 under two busy loops). With it,
+ * a render faster than real time is cut by its bytes, whatever the machine's load.
+ */
+export const LISTENER_LEAD_MS = 2_000;
+
+/** Longest a partial batch is ever held by the lead rule (a range join may wait for its bytes). */
+export const MAX_HOLD_MS = 4_000;
+
 /** Unacknowledged bytes at which stdout is paused. */
 export const HIGH_WATER_BYTES = 1_048_576; // the original's mark; the coordinator acks at once
 
@@ -122,6 +138,12 @@ export interface RenderTask extends ProcessSpec {
    */
   readonly batchBytes?: number;
   readonly flushMs?: number;
+  /**
+   * At most how many output bytes one second of the render's audio takes (an over-estimate is
+   * safe: it under-estimates the listener's lead, so bytes go out sooner). Enables the lead rule
+   * (`LISTENER_LEAD_MS`); without it only the time rule holds a partial batch.
+   */
+  readonly outputBytesPerSecond?: number;
 }
 
 export interface ProbeTask extends ProcessSpec {
@@ -196,6 +218,8 @@ export interface RenderSpec extends ProcessSpec {
   /** Batching overrides, for bench/workers.ts only (see `RenderTask`). */
   readonly batchBytes?: number;
   readonly flushMs?: number;
+  /** The output's byte rate bound, for the lead rule (see `RenderTask`). */
+  readonly outputBytesPerSecond?: number;
 }
 
 export interface CancelReport {

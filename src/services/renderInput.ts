@@ -25,6 +25,7 @@ import {
   exactWavLayout,
   FD_INPUT_PATH,
   hlsDecodeTimeShiftS,
+  outputBytesPerSecondBound,
 } from '../workers/argv.js';
 import { peaksFrameBudget } from '../workers/peaks.js';
 import type { WorkerPool } from '../workers/pool.js';
@@ -88,11 +89,14 @@ export function renderInputFor(
           ? { mp3InfoFrame: true }
           : {};
     const shift = hlsDecodeTimeShiftS(options);
+    const rate = outputBytesPerSecondBound(options, input);
     return {
       spec: {
         ...spec,
         ...sized,
         argv: buildRenderArgv(options, input),
+        // The worker holds a partial batch while the listener is far enough ahead (its lead rule).
+        ...(rate === undefined ? {} : { outputBytesPerSecond: rate }),
         ...(shift === undefined ? {} : { decodeTimeShiftS: shift }),
       },
       pool,

@@ -411,6 +411,43 @@ export function inputArgument(input: Pick<ArgvInput, 'url' | 'kind'>): string {
   return `file:${url}`;
 }
 
+/**
+ * A lossy render without `br`: no encoder's default is above it (LAME and aac 128k, libopus
+ * 96k stereo, libvorbis q3 ~112k); `test/workers/outputRate.test.ts` checks it on noise.
+ */
+const LOSSY_DEFAULT_BOUND_KBPS = 128;
+/** A lossy render with `q`: above the top of every quality scale (LAME V0 peaks at 320k). */
+const LOSSY_QUALITY_BOUND_KBPS = 512;
+/** Headroom over a lossy render's `br`: VBR swings, container and tag bytes. */
+const LOSSY_RATE_MARGIN = 1.5;
+/** A lossless render's bound: 32-bit samples, above any depth it is written at. */
+const LOSSLESS_BOUND_BYTES_PER_SAMPLE = 4;
+
+/**
+ * At most how many output bytes one second of the render's audio takes, for the worker's lead
+ * rule (`LISTENER_LEAD_MS` in core/worker.ts): an over-estimate only makes the worker send
+ * sooner, so each bound is generous. Undefined where none is known (peaks, HLS parts, a
+ * lossless render of a source whose rate or channels no probe gave): the time rule alone.
+ */
+export function outputBytesPerSecondBound(
+  options: RenderOptions,
+  input: ArgvInput,
+): number | undefined {
+  const format = options.format;
+  if (format === 'peaks' || format === 'hls') return undefined;
+  if (LOSSY.has(format)) {
+    const kbps =
+      options.quality !== undefined
+        ? LOSSY_QUALITY_BOUND_KBPS
+        : Math.max(options.bitrateK ?? LOSSY_DEFAULT_BOUND_KBPS, 1);
+    return ((kbps * 1000) / 8) * LOSSY_RATE_MARGIN;
+  }
+  const rate = options.sampleRate ?? sourceRate(input);
+  const channels = options.channels ?? sourceChannels(input);
+  if (rate === undefined || channels === undefined) return undefined;
+  return rate * channels * LOSSLESS_BOUND_BYTES_PER_SAMPLE;
+}
+
 /** ffmpeg argv (no executable) that encodes `options` from `input` to stdout. */
 export function buildRenderArgv(options: RenderOptions, input: ArgvInput): string[] {
   const format = options.format;

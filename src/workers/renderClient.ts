@@ -147,6 +147,9 @@ class TaskClient<O extends { type: string }> implements TaskHandle {
       ...(spec.decodeTimeShiftS !== undefined ? { decodeTimeShiftS: spec.decodeTimeShiftS } : {}),
       ...(spec.batchBytes !== undefined ? { batchBytes: spec.batchBytes } : {}),
       ...(spec.flushMs !== undefined ? { flushMs: spec.flushMs } : {}),
+      ...(spec.outputBytesPerSecond !== undefined
+        ? { outputBytesPerSecond: spec.outputBytesPerSecond }
+        : {}),
       port: port2,
     });
     const submit = (inputFd: number | undefined): Promise<O> => {

@@ -5,7 +5,9 @@
  * A render task streams stdout to the main thread over the task's MessagePort: the worker calls
  * a Comlink sink there (`pid`, `chunk`, `exited`) and exposes a Comlink control surface (`ack`,
  * `cancel`) on the same port. Reads are batched into buffers of up to `BATCH_BYTES`, flushed at
- * least every `FLUSH_MS`, and transferred, never cloned. stderr is kept as a 4096-byte tail in
+ * least every `FLUSH_MS` (longer, up to `MAX_HOLD_MS`, while the listener has more than
+ * `LISTENER_LEAD_MS` of audio ahead, when the task gives its output's byte rate bound), and
+ * transferred, never cloned. stderr is kept as a 4096-byte tail in
  * memory (no scratch file: nothing outlives the task). A peaks render reduces ffmpeg's PCM here,
  * off the main thread, and sends one chunk. A probe task collects stdout (≤ 1 MiB).
  *
@@ -54,6 +56,8 @@ import {
   HIGH_WATER_BYTES,
   KILL_WAIT_MS,
   type KillOutcome,
+  LISTENER_LEAD_MS,
+  MAX_HOLD_MS,
   type PeaksSpec,
   type ProbeTask,
   type ProbeTaskOutcome,
@@ -391,6 +395,10 @@ export function writeFlacTotalSamples(head: Uint8Array, samples: number): boolea
 class RenderRun extends ProcessRun<RenderOutcome> {
   readonly #batchBytes: number;
   readonly #flushMs: number;
+  /** The output's byte rate bound (bytes per second of audio), if the render gave one. */
+  readonly #bytesPerSecond: number | undefined;
+  /** When the first bytes were sent (`performance.now()`): the listener's audio starts there. */
+  #firstSentAt = 0;
   readonly #maxBytes: number;
   readonly #exactBytes: number | undefined;
   /** A flac render's exact sample count, written into its STREAMINFO before the first send. */
@@ -416,6 +424,8 @@ class RenderRun extends ProcessRun<RenderOutcome> {
       task.decodeTimeShiftS === undefined ? null : new Fmp4DecodeTimeShift(task.decodeTimeShiftS);
     this.#batchBytes = task.batchBytes ?? BATCH_BYTES;
     this.#flushMs = task.flushMs ?? FLUSH_MS;
+    const rate = task.outputBytesPerSecond;
+    this.#bytesPerSecond = rate !== undefined && rate > 0 ? rate : undefined;
     this.#maxBytes = task.maxBytes ?? Number.POSITIVE_INFINITY;
     this.#exactBytes = task.exactBytes;
     this.#flacTotalSamples = task.flacTotalSamples;
@@ -561,7 +571,7 @@ class RenderRun extends ProcessRun<RenderOutcome> {
         this.#flushTimer = null;
         this.#partialDue = true;
         this.#pump();
-      }, this.#flushMs);
+      }, this.#holdMs());
     }
     const stdout = this.child.stdout!;
     if (this.#outstanding >= HIGH_WATER_BYTES) {
@@ -593,7 +603,20 @@ class RenderRun extends ProcessRun<RenderOutcome> {
     return out.buffer;
   }
 
+  /**
+   * How long a partial batch may wait: `FLUSH_MS`, or, while the listener is more than
+   * `LISTENER_LEAD_MS` ahead (the audio sent, at the rate bound, less the time since the first
+   * bytes), until its lead falls to that, at most `MAX_HOLD_MS`.
+   */
+  #holdMs(): number {
+    if (this.#bytesPerSecond === undefined || this.#sentBytes === 0) return this.#flushMs;
+    const leadMs =
+      (this.#sentBytes / this.#bytesPerSecond) * 1000 - (performance.now() - this.#firstSentAt);
+    return Math.min(MAX_HOLD_MS, Math.max(this.#flushMs, leadMs - LISTENER_LEAD_MS));
+  }
+
   #send(data: ArrayBuffer): void {
+    if (this.#sentBytes === 0) this.#firstSentAt = performance.now();
     this.#outstanding += data.byteLength;
     this.#sentBytes += data.byteLength;
     this.call(() => this.sink?.chunk(Comlink.transfer(data, [data])));

@@ -172,6 +172,33 @@ describe('render task: fake ffmpeg faults', () => {
     expect(run.chunks.map((c) => c.length)).toEqual([1, 3]);
   });
 
+  it('lead rule: a listener far ahead gets the rest in one batch, not one per flush deadline', async () => {
+    const run = renderInThread({
+      executable: fake('slow-drip.sh'),
+      argv: ['6', '0.05'],
+      timeoutMs: LONG_MS,
+      flushMs: 5,
+      // One byte is 100 s of audio: after the first byte the listener is far ahead, so the
+      // partial batches are held (up to MAX_HOLD_MS, longer than this run) until the exit.
+      outputBytesPerSecond: 0.01,
+    });
+    expect(await run.result).toMatchObject({ type: 'done', bytes: 6 });
+    expect(run.chunks.map((c) => c.length)).toEqual([1, 5]);
+  });
+
+  it('lead rule: a listener with less than LISTENER_LEAD_MS ahead gets the time rule', async () => {
+    const run = renderInThread({
+      executable: fake('slow-drip.sh'),
+      argv: ['6', '0.05'],
+      timeoutMs: LONG_MS,
+      flushMs: 5,
+      // One byte is 1 ms of audio: the listener is never ahead, so every deadline flushes.
+      outputBytesPerSecond: 1_000,
+    });
+    expect(await run.result).toMatchObject({ type: 'done', bytes: 6 });
+    expect(run.chunks.length).toBeGreaterThanOrEqual(4);
+  });
+
   it('timeout 100 ms on a hanging script: class timeout, and the process is gone', async () => {
     const run = renderInThread({ executable: fake('hang.sh'), argv: [], timeoutMs: 100 });
     const pid = await run.pid();
