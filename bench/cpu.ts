@@ -32,12 +32,13 @@
  * functions.
  */
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { connect, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ensureBuilt } from './built.js';
 import {
   childrenCpuMs,
   fmtSpread,
@@ -49,6 +50,7 @@ import {
   spread,
   spreadFigures,
 } from './cpuclock.js';
+import { topOfProfile } from './profileTop.js';
 import { report } from './report.js';
 
 const args = process.argv.slice(2);
@@ -385,63 +387,6 @@ async function loopback(): Promise<{ gibPerS: number; writerCpuSPerGiB: number }
   } finally {
     await blast.stop();
   }
-}
-
-interface ProfileLine {
-  readonly selfMs: number;
-  readonly share: number;
-  readonly fn: string;
-}
-
-/** Top self-time functions of a `.cpuprofile` (V8's format: nodes, samples, timeDeltas). */
-/**
- * Builds `dist/` when it is missing or older than a file under `src/`: the proxy measured is the
- * compiled one (`bench/serve.mjs`), and a stale build would measure yesterday's code.
- */
-function ensureBuilt(): void {
-  const here = (p: string) => fileURLToPath(new URL(p, import.meta.url));
-  const built = join(here('../dist'), 'proxy.js');
-  const newest = (dir: string): number =>
-    readdirSync(dir, { withFileTypes: true }).reduce((m, e) => {
-      const p = join(dir, e.name);
-      return Math.max(m, e.isDirectory() ? newest(p) : statSync(p).mtimeMs);
-    }, 0);
-  if (existsSync(built) && statSync(built).mtimeMs >= newest(here('../src'))) return;
-  process.stderr.write('building dist/ (the proxy is measured compiled)…\n');
-  execFileSync('npm', ['run', '--silent', 'build'], { cwd: here('..'), stdio: 'inherit' });
-}
-
-function topOfProfile(file: string, n = 12): { totalMs: number; lines: ProfileLine[] } {
-  const p = JSON.parse(readFileSync(file, 'utf8')) as {
-    nodes: Array<{
-      id: number;
-      callFrame: { functionName: string; url: string; lineNumber: number };
-    }>;
-    samples: number[];
-    timeDeltas: number[];
-  };
-  const byId = new Map(p.nodes.map((node) => [node.id, node]));
-  const self = new Map<string, number>();
-  let total = 0;
-  for (let i = 0; i < p.samples.length; i++) {
-    const node = byId.get(p.samples[i]!)!;
-    const dt = (p.timeDeltas[i] ?? 0) / 1000;
-    const { functionName, url, lineNumber } = node.callFrame;
-    if (functionName === '(idle)') continue;
-    // The inspector's own call (`Profiler.stop` building this profile) is sampled last.
-    if (functionName === 'dispatch' && !node.callFrame.url) continue;
-    const where = url
-      ? ` ${url.replace(/^.*\/(src|node_modules)\//, '$1/')}:${lineNumber + 1}`
-      : '';
-    const key = `${functionName || '(anonymous)'}${where}`;
-    self.set(key, (self.get(key) ?? 0) + dt);
-    total += dt;
-  }
-  const lines = [...self.entries()]
-    .sort((a, b) => b[1] - a[1])
-    .slice(0, n)
-    .map(([fn, ms]) => ({ fn, selfMs: ms, share: ms / total }));
-  return { totalMs: total, lines };
 }
 
 async function profile(root: string): Promise<void> {

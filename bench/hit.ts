@@ -33,23 +33,15 @@
  */
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import {
-  copyFileSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { FileVariantStore } from '../src/store/file.js';
 import { DEFAULT_HIT_CACHE_BYTES } from '../src/store/hotCache.js';
+import { ensureBuilt } from './built.js';
 import { fmtSpread, spread, spreadFigures } from './cpuclock.js';
+import { topOfProfile } from './profileTop.js';
 import { report } from './report.js';
 
 const VARIANT_BYTES = 1024 * 1024; // the issue's figure: a 1 MiB variant
@@ -156,23 +148,6 @@ const NAMES: Record<Mode, string> = {
   proxy: 'proxy (full)',
   'proxy-disk': 'proxy (disk)',
 };
-
-/**
- * Builds `dist/` when it is missing or older than a file under `src/`: the Node servers run
- * compiled (`bench/hitServe.mjs`), and a stale build would measure yesterday's code.
- */
-function ensureBuilt(): void {
-  const here = (p: string) => fileURLToPath(new URL(p, import.meta.url));
-  const built = join(here('../dist'), 'proxy.js');
-  const newest = (dir: string): number =>
-    readdirSync(dir, { withFileTypes: true }).reduce((m, e) => {
-      const p = join(dir, e.name);
-      return Math.max(m, e.isDirectory() ? newest(p) : statSync(p).mtimeMs);
-    }, 0);
-  if (existsSync(built) && statSync(built).mtimeMs >= newest(here('../src'))) return;
-  process.stderr.write('building dist/ (the servers are measured compiled)…\n');
-  execFileSync('npm', ['run', '--silent', 'build'], { cwd: here('..'), stdio: 'inherit' });
-}
 
 /** A Node server from `bench/hitServe.mjs` on plain Node; `profile`: where SIGUSR2 writes. */
 function startNode(mode: Mode, store: string, sources: string, profile?: string): Promise<Target> {
@@ -302,33 +277,6 @@ async function load(t: Target, seconds = SECONDS): Promise<Run> {
   return rss === undefined ? figures : { ...figures, rssMiB: rss };
 }
 
-/** Top self-time functions of a `.cpuprofile` (V8's format: nodes, samples, timeDeltas). */
-function topOfProfile(file: string, n = 14): { totalMs: number; lines: [string, number][] } {
-  const p = JSON.parse(readFileSync(file, 'utf8')) as {
-    nodes: Array<{
-      id: number;
-      callFrame: { functionName: string; url: string; lineNumber: number };
-    }>;
-    samples: number[];
-    timeDeltas: number[];
-  };
-  const byId = new Map(p.nodes.map((node) => [node.id, node]));
-  const self = new Map<string, number>();
-  let total = 0;
-  for (let i = 0; i < p.samples.length; i++) {
-    const { functionName, url, lineNumber } = byId.get(p.samples[i]!)!.callFrame;
-    if (functionName === '(idle)') continue;
-    const where = url
-      ? ` ${url.replace(/^.*\/(dist|node_modules)\//, '$1/')}:${lineNumber + 1}`
-      : '';
-    const key = `${functionName || '(anonymous)'}${where}`;
-    const ms = (p.timeDeltas[i] ?? 0) / 1000;
-    self.set(key, (self.get(key) ?? 0) + ms);
-    total += ms;
-  }
-  return { totalMs: total, lines: [...self.entries()].sort((a, b) => b[1] - a[1]).slice(0, n) };
-}
-
 /** One load of `--seconds` on `t` with V8's sampling profiler on its main thread. */
 async function profileRun(t: Target, file: string): Promise<void> {
   const said = async (word: string) => {
@@ -339,16 +287,16 @@ async function profileRun(t: Target, file: string): Promise<void> {
   const r = await load(t);
   process.kill(t.pid, 'SIGUSR2');
   await said('PROFILED');
-  const top = topOfProfile(file);
+  const top = topOfProfile(file, 14);
   const kept = join(tmpdir(), `ap-bench-hit-${PROFILE}.cpuprofile`);
   copyFileSync(file, kept);
   console.log(`profile: ${kept} (open it in Chrome's DevTools)`);
   console.log(
     `${t.name}: ${r.rps.toFixed(0)} req/s, ${r.cpuSPerGiB.toFixed(3)} CPU s/GiB (profiler on); main thread ${top.totalMs.toFixed(0)} ms of samples (not idle), top self time:`,
   );
-  for (const [fn, ms] of top.lines) {
+  for (const { fn, selfMs, share } of top.lines) {
     console.log(
-      `  ${ms.toFixed(1).padStart(8)} ms ${((ms / top.totalMs) * 100).toFixed(1).padStart(5)} %  ${fn}`,
+      `  ${selfMs.toFixed(1).padStart(8)} ms ${(share * 100).toFixed(1).padStart(5)} %  ${fn}`,
     );
   }
 }
