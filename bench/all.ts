@@ -6,6 +6,12 @@
  *
  * `--quick` uses fewer rounds (a few minutes in all); the default is the documented settings.
  * A benchmark that cannot run here (no nginx, say) leaves its rows as "not measured".
+ *
+ * Every run also keeps its CPU ratios (with each benchmark's load) in `docs/bench-runs.json`,
+ * the newest 6, and writes the two newest side by side (`bench:compare` markers, `compare.ts`):
+ * issue #17 asks that two runs at different loads agree within 20 % on each. `--load N` starts N
+ * busy loops for the whole run (killed on the way out), so the second run's load is known;
+ * `--compare` runs nothing and only rewrites the comparison from the kept runs.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
