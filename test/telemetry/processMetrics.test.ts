@@ -7,7 +7,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
-import { collectProcessMetrics, type ProcessMetrics } from '../../src/telemetry/processMetrics.js';
+import { collectProcessMetrics, LAG_RESOLUTION_MS, type ProcessMetrics } from '../../src/telemetry/processMetrics.js';
 
 const STANDARD = [
   ['process_cpu_seconds_total', 'counter'],
@@ -65,6 +65,17 @@ describe('collectProcessMetrics', () => {
     expect(m.observers[0]).toBeInstanceOf(PerformanceObserver);
     expect(perfHooks.monitorEventLoopDelay).toBe(monitorEventLoopDelay);
     expect(perfHooks.PerformanceObserver).toBe(PerformanceObserver);
+  });
+
+  it('the delay monitor samples every LAG_RESOLUTION_MS, not every 10 ms (an idle proxy stays asleep)', async () => {
+    const { m } = collect();
+    const monitor = m.monitors[0]!;
+    monitor.reset();
+    await new Promise((resolve) => setTimeout(resolve, 5 * LAG_RESOLUTION_MS));
+    // at prom-client's own 10 ms this would be ~50 samples
+    expect(monitor.count).toBeGreaterThanOrEqual(3);
+    expect(monitor.count).toBeLessThanOrEqual(6);
+    m.stop();
   });
 
   it('stop disables the monitor and disconnects the GC observer; twice is harmless', async () => {
