@@ -73,6 +73,10 @@ const BENCHES: Record<string, { file: string; flags?: string[]; about: string }>
     about:
       'headless Chromium, uncached 10-min source: duration shown, seek to 80 % → playing (HLS vs today)',
   },
+  'sendfile-load': {
+    file: 'sendfile-load.mjs',
+    about: "nginx's CPU per GiB (sendfile) beside a Node writer's, quiet and beside busy loops",
+  },
   'cluster-dispatch': {
     file: 'cluster-dispatch.ts',
     about: 'selectAndReserve + release through Redis with 3 nodes: p50/p99 and pairs/s vs PING',
