@@ -270,14 +270,12 @@ const rows: string[][] = [
   [
     'P9 HIT ceiling: loopback copy',
     `proxy (hot) ${n(num('hit', 'mibPerS:proxy (full)'))} MiB/s at ${num('hit', 'cpuSPerGiB:proxy (full)')?.toFixed(2) ?? '–'} CPU s/GiB`,
-    `one Node writer of 1 MiB Buffers: ${n((num('cpu', 'loopbackGiBps') ?? Number.NaN) * 1024)} MiB/s at ${num('cpu', 'loopbackWriterCpuSPerGiB')?.toFixed(2) ?? '–'} CPU s/GiB`,
-    x(
-      ratio(num('hit', 'mibPerS:proxy (full)'), (num('cpu', 'loopbackGiBps') ?? Number.NaN) * 1024),
-    ),
+    `Node's floor (res.end of the Buffer, same 64 connections and rounds): ${n(num('hit', 'mibPerS:node memory'))} MiB/s at ${num('hit', 'cpuSPerGiB:node memory')?.toFixed(2) ?? '–'} CPU s/GiB; one raw Node writer of 1 MiB Buffers, one connection: ${n((num('cpu', 'loopbackGiBps') ?? Number.NaN) * 1024)} MiB/s at ${num('cpu', 'loopbackWriterCpuSPerGiB')?.toFixed(2) ?? '–'} CPU s/GiB`,
+    x(ratio(num('hit', 'mibPerS:proxy (full)'), num('hit', 'mibPerS:node memory'))),
     '(ceiling)',
-    x(ratio(num('hit', 'cpuSPerGiB:proxy (full)'), num('cpu', 'loopbackWriterCpuSPerGiB'))),
+    `÷ Node's floor, same round: hot ${sp('hit', 'cpuPerGiBVsFloor:proxy (full)')}, disk ${sp('hit', 'cpuPerGiBVsFloor:proxy (disk)')}`,
     '(ceiling)',
-    load('cpu'),
+    load('hit'),
   ],
 ];
 
@@ -318,6 +316,18 @@ const RATIOS: Array<[id: string, label: string, bench: string, key: string]> = [
   ['P6w', 'P6 workers: node ÷ ffmpeg CPU', 'workers', `nodeVsFfmpeg:${W}`],
   ['P6m', 'P6 main-thread spawn: node ÷ ffmpeg CPU', 'workers', 'nodeVsFfmpeg:main'],
   ['P6x', 'P6 workers × main: node CPU', 'workers', `nodeVsMain:${W}`],
+  [
+    'P9hot',
+    "P9 HIT hot ÷ Node's floor (res.end of a Buffer), same round: CPU s/GiB",
+    'hit',
+    'cpuPerGiBVsFloor:proxy (full)',
+  ],
+  [
+    'P9disk',
+    "P9 HIT disk ÷ Node's floor, same round: CPU s/GiB",
+    'hit',
+    'cpuPerGiBVsFloor:proxy (disk)',
+  ],
 ];
 const ratios: Record<string, RatioFigure> = {};
 for (const [id, label, bench, key] of RATIOS) {
@@ -334,8 +344,6 @@ for (const [id, label, bench, key] of RATIOS) {
     ...(l0 !== undefined && l1 !== undefined ? { load: [l0, l1] as const } : {}),
   };
 }
-const p9 = ratio(num('hit', 'cpuSPerGiB:proxy (full)'), num('cpu', 'loopbackWriterCpuSPerGiB'));
-if (p9 !== undefined) ratios.P9 = { label: 'P9 HIT hot ÷ one Node writer: CPU s/GiB', median: p9 };
 const runs = appendRun(readRuns(), {
   stamp,
   machine,

@@ -408,6 +408,23 @@ async function main() {
         `  ${t.name.padEnd(13)} ${fmtSpread(perGiB, 3)} CPU s/GiB   ${fmtSpread(ratio)}× nginx${t.name === 'nginx' ? '' : ' (target ≤ 1.5× for the proxy)'}`,
       );
     }
+    // P9: each server's CPU per GiB ÷ Node's floor (`node memory`: `res.end` of the same Buffer,
+    // the same 64 connections) in the same round. Unlike nginx's, the floor's CPU per GiB moves
+    // with the machine's load as the proxy's does (both are the kernel copying a Buffer into a
+    // socket, plus JS), so this ratio is what the proxy adds, whatever the machine is doing.
+    const floor = runs.get(NAMES.memory);
+    if (floor) {
+      console.log(
+        "\nCPU s per GiB ÷ Node's floor (node memory) in the same round: median (min–max)",
+      );
+      for (const t of targets) {
+        if (t.name === 'nginx' || t.name === NAMES.memory) continue;
+        const rs = runs.get(t.name)!;
+        const ratio = spread(rs.map((r, i) => r.cpuSPerGiB / floor[i]!.cpuSPerGiB));
+        Object.assign(figures, spreadFigures(`cpuPerGiBVsFloor:${t.name}`, ratio));
+        console.log(`  ${t.name.padEnd(13)} ${fmtSpread(ratio)}× the floor`);
+      }
+    }
     for (const t of targets) {
       const rs = runs.get(t.name)!;
       figures[`rps:${t.name}`] = median(rs.map((r) => r.rps));

@@ -67,7 +67,8 @@ const ticks = (pid) => {
   return [Number(fields[11]), Number(fields[12])];
 };
 /** The machine's cpu line: user nice system idle iowait irq softirq steal … */
-const machine = () => readFileSync('/proc/stat', 'utf8').split('\n')[0].split(/\s+/).slice(1).map(Number);
+const machine = () =>
+  readFileSync('/proc/stat', 'utf8').split('\n')[0].split(/\s+/).slice(1).map(Number);
 
 await new Promise((r) => setTimeout(r, 1000));
 const nginxWorker = Number(
@@ -81,15 +82,20 @@ console.log(`1 MiB over 64 connections, wrk -t1 -d${SECONDS}s; CPU s per GiB rea
 console.log('loops  server          GiB/s  own user  own sys  own total | machine sys  softirq');
 const rows = [];
 for (const n of LOADS) {
-  while (loops.length < n) loops.push(spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' }));
+  while (loops.length < n)
+    loops.push(spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' }));
   while (loops.length > n) loops.pop().kill('SIGKILL');
   await new Promise((r) => setTimeout(r, 500));
   for (const [name, pid, p] of servers) {
     const a = ticks(pid);
     const m0 = machine();
-    const r = spawnSync('wrk', ['-t1', '-c64', `-d${SECONDS}s`, `http://127.0.0.1:${p}/variant.bin`], {
-      encoding: 'utf8',
-    });
+    const r = spawnSync(
+      'wrk',
+      ['-t1', '-c64', `-d${SECONDS}s`, `http://127.0.0.1:${p}/variant.bin`],
+      {
+        encoding: 'utf8',
+      },
+    );
     const b = ticks(pid);
     const m1 = machine();
     const read = /([\d.]+)(GB|MB) read/.exec(r.stdout);
@@ -109,11 +115,14 @@ for (const n of [...new Set(LOADS)]) {
   const med = (name) => {
     const v = rows.filter((r) => r.loops === n && r.name === name).map((r) => r.user + r.sys);
     v.sort((x, y) => x - y);
-    return v[Math.floor((v.length - 1) / 2)];
+    const mid = (v.length - 1) / 2;
+    return (v[Math.floor(mid)] + v[Math.ceil(mid)]) / 2;
   };
   const ng = med('nginx sendfile');
   const nd = med('node res.end');
-  console.log(`  ${n} loops: nginx ${ng.toFixed(3)}, node ${nd.toFixed(3)}, node ÷ nginx ${(nd / ng).toFixed(2)}`);
+  console.log(
+    `  ${n} loops: nginx ${ng.toFixed(3)}, node ${nd.toFixed(3)}, node ÷ nginx ${(nd / ng).toFixed(2)}`,
+  );
 }
 console.log(`load average (1 min) at the end: ${loadavg()[0].toFixed(1)}`);
 process.exit(0);
