@@ -7,7 +7,11 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
-import { collectProcessMetrics, LAG_RESOLUTION_MS, type ProcessMetrics } from '../../src/telemetry/processMetrics.js';
+import {
+  collectProcessMetrics,
+  LAG_RESOLUTION_MS,
+  type ProcessMetrics,
+} from '../../src/telemetry/processMetrics.js';
 
 const STANDARD = [
   ['process_cpu_seconds_total', 'counter'],
