@@ -5,6 +5,7 @@
  *
  * - `processCpuMs(pid)`: utime + stime of every thread of `pid`, live or exited (main thread,
  *   worker threads, libuv pool, V8's GC/compiler helpers); children are not included.
+ *   `processCpuPartsMs(pid)` gives the two apart.
  * - `childrenCpuMs(pid)`: cutime + cstime of `pid`: the CPU of every child it has *reaped*
  *   (waited for). Exact for the ffmpegs a proxy spawns once each has been reaped, which is why
  *   `quiesce` waits until `pid` has no live children before a round is read; a child still
@@ -28,8 +29,14 @@ function statFields(pid: number | 'self'): string[] {
 
 /** utime + stime of every thread of `pid` (live and exited), without children, in ms. */
 export function processCpuMs(pid: number | 'self'): number {
+  const { user, system } = processCpuPartsMs(pid);
+  return user + system;
+}
+
+/** `processCpuMs` split: utime (user) and stime (system, the kernel on its behalf), in ms. */
+export function processCpuPartsMs(pid: number | 'self'): { user: number; system: number } {
   const f = statFields(pid);
-  return (Number(f[11]) + Number(f[12])) * CLOCK_TICK_MS;
+  return { user: Number(f[11]) * CLOCK_TICK_MS, system: Number(f[12]) * CLOCK_TICK_MS };
 }
 
 /** utime + stime of `pid`'s main thread alone (the event loop), in ms. */

@@ -4,7 +4,7 @@
  *
  * Servers (each its own process, so the load generator and the servers compete alike; the Node
  * ones compiled, on plain Node, from `bench/hitServe.mjs`, as the proxy runs in production):
- * - `nginx`: Debian nginx-light, one worker, `sendfile on`, a generated config in a temp dir;
+ * - `nginx`: Debian nginx-light, one worker, `sendfile on` (`bench/nginx.ts`);
  * - `node memory`: the floor for Node: the bytes in a Buffer, one `res.end`, nothing else;
  * - `node hot`: `serveHit` over the file store wrapped in the hot-variant cache (the default
  *   budget, `DEFAULT_HIT_CACHE_BYTES`): a warm HIT is a Map lookup and one `res.end(buffer)`;
@@ -20,6 +20,9 @@
  * whatever else the machine runs (a busy sibling hyperthread, cold caches), and nginx's moves
  * with its own throughput (0.13-0.29 CPU s/GiB within one run at load 13-15), so a ratio is
  * only as steady as its two halves are near in time. Figures are medians over rounds.
+ * Each server is also divided by `node memory` run in the same round (P9, "÷ Node's floor"):
+ * nginx's own CPU per GiB falls by a third or more when the machine is busy while a Node
+ * writer's does not (`bench/sendfile-load.ts`), so only the ratio to the floor holds across loads.
  *
  * CPU is the serving process's user + system time from `/proc/<pid>/stat` (every thread; for
  * nginx its worker), per GiB the client read (wrk's own byte count). The Node servers' RSS after
@@ -40,14 +43,14 @@ import { fileURLToPath } from 'node:url';
 import { FileVariantStore } from '../src/store/file.js';
 import { DEFAULT_HIT_CACHE_BYTES } from '../src/store/hotCache.js';
 import { ensureBuilt } from './built.js';
-import { fmtSpread, spread, spreadFigures } from './cpuclock.js';
+import { fmtSpread, processCpuMs, spread, spreadFigures } from './cpuclock.js';
+import { startNginx } from './nginx.js';
 import { topOfProfile } from './profileTop.js';
 import { report } from './report.js';
 
 const VARIANT_BYTES = 1024 * 1024; // the issue's figure: a 1 MiB variant
 const CONNECTIONS = 64; // the issue's figure: 64 keep-alive connections
 const KEY = 'b'.repeat(64);
-const CLOCK_TICKS_PER_S = 100; // Linux USER_HZ, what /proc/<pid>/stat counts in
 const META = {
   contentType: 'audio/mpeg',
   cacheControl: 'public, max-age=31536000, immutable, no-transform',
@@ -84,6 +87,8 @@ interface Target {
   stop(): void;
   /** What a Node server printed so far (nginx: nothing). */
   output?(): string;
+  /** nginx only: its worker's pid, the process that serves. */
+  workerPid?(): number;
 }
 
 interface Run {
@@ -98,45 +103,16 @@ interface Run {
   readonly rssMiB?: number;
 }
 
-function startNginx(dir: string): Target {
-  const port = 20_000 + Math.floor(Math.random() * 20_000);
-  for (const d of ['body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) mkdirSync(join(dir, d));
-  const conf = join(dir, 'nginx.conf');
-  writeFileSync(
-    conf,
-    `user root;
-worker_processes 1;
-daemon off;
-pid ${join(dir, 'nginx.pid')};
-error_log ${join(dir, 'error.log')} warn;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  sendfile on;
-  tcp_nopush on;
-  keepalive_timeout 60s;
-  keepalive_requests 1000000;
-  client_body_temp_path ${join(dir, 'body')};
-  proxy_temp_path ${join(dir, 'proxy')};
-  fastcgi_temp_path ${join(dir, 'fastcgi')};
-  uwsgi_temp_path ${join(dir, 'uwsgi')};
-  scgi_temp_path ${join(dir, 'scgi')};
-  default_type application/octet-stream;
-  server {
-    listen 127.0.0.1:${port};
-    root ${dir};
-    location / { }
-  }
-}
-`,
-  );
-  const child = spawn('nginx', ['-p', dir, '-c', conf], { stdio: 'ignore' });
+/** nginx as a Target; its CPU is read from its worker (`servingPid`). */
+function startNginxTarget(dir: string): Target {
+  const n = startNginx(dir);
   return {
     name: 'nginx',
-    port,
+    port: n.port,
     path: '/variant.bin',
-    pid: child.pid!,
-    stop: () => child.kill('SIGQUIT'),
+    pid: n.pid,
+    stop: n.stop,
+    workerPid: n.workerPid,
   };
 }
 
@@ -207,18 +183,9 @@ function rssMiB(pid: number): number | undefined {
   }
 }
 
-/** User+system CPU seconds of `pid` so far (/proc, clock ticks of 1/100 s). */
-function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_S;
-}
-
 /** The process that serves: nginx's worker (the master's child), or the Node server itself. */
 function servingPid(t: Target): number {
-  if (t.name !== 'nginx') return t.pid;
-  const children = readFileSync(`/proc/${t.pid}/task/${t.pid}/children`, 'utf8').trim();
-  return Number(children.split(/\s+/)[0]);
+  return t.workerPid?.() ?? t.pid;
 }
 
 function hasWrk(): boolean {
@@ -235,7 +202,7 @@ function msOf(text: string): number {
 async function load(t: Target, seconds = SECONDS): Promise<Run> {
   const url = `http://127.0.0.1:${t.port}${t.path}`;
   const pid = servingPid(t);
-  const cpuBefore = cpuSeconds(pid);
+  const cpuBefore = processCpuMs(pid);
   let run: Omit<Run, 'cpuMsPerReq' | 'cpuSPerGiB'>;
   let gib: number;
   let requests: number;
@@ -269,7 +236,7 @@ async function load(t: Target, seconds = SECONDS): Promise<Run> {
     gib = r.throughput.total / 2 ** 30;
     requests = r.requests.total;
   }
-  const cpu = cpuSeconds(pid) - cpuBefore;
+  const cpu = (processCpuMs(pid) - cpuBefore) / 1000;
   const cpuMsPerReq = (cpu * 1000) / requests;
   const cpuSPerGiB = cpu / gib;
   const rss = t.name === 'nginx' ? undefined : rssMiB(t.pid);
@@ -332,7 +299,7 @@ async function main() {
   ]);
   ensureBuilt();
   const modes: Mode[] = PROFILE ? [PROFILE] : ONLY;
-  const targets: Target[] = PROFILE ? [] : [startNginx(dir)];
+  const targets: Target[] = PROFILE ? [] : [startNginxTarget(dir)];
   for (const mode of modes) {
     const store = mode.startsWith('proxy') ? join(dir, `${mode}-store`) : storeRoot;
     if (store !== storeRoot) mkdirSync(store);

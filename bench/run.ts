@@ -74,7 +74,7 @@ const BENCHES: Record<string, { file: string; flags?: string[]; about: string }>
       'headless Chromium, uncached 10-min source: duration shown, seek to 80 % → playing (HLS vs today)',
   },
   'sendfile-load': {
-    file: 'sendfile-load.mjs',
+    file: 'sendfile-load.ts',
     about: "nginx's CPU per GiB (sendfile) beside a Node writer's, quiet and beside busy loops",
   },
   'cluster-dispatch': {
