@@ -77,6 +77,10 @@ const BENCHES: Record<string, { file: string; flags?: string[]; about: string }>
     file: 'sendfile-load.ts',
     about: "nginx's CPU per GiB (sendfile) beside a Node writer's, quiet and beside busy loops",
   },
+  threads: {
+    file: 'threads.ts',
+    about: "a MISS's proxy CPU and wakeups by thread, quiet and beside busy loops (--loads 0,2)",
+  },
   'cluster-dispatch': {
     file: 'cluster-dispatch.ts',
     about: 'selectAndReserve + release through Redis with 3 nodes: p50/p99 and pairs/s vs PING',

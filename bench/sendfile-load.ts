@@ -10,6 +10,11 @@
  * (`processCpuPartsMs`), and the whole machine's system and softirq time per GiB (`/proc/stat`;
  * its user time would include the busy loops): if nginx's own figure fell only because the
  * kernel charged its work to another process, the machine-wide kernel time would not fall with it.
+ * Two more columns rule out the other easy explanations: the server's bytes per send call
+ * (`/proc/<pid>/io`: `wchar` ÷ `syscw`, which `sendfile` and `writev` both count), which would
+ * grow if a busy machine only made the server batch more per call; and wrk's own CPU per GiB
+ * (this process's reaped-children time), which would grow if the transfer's kernel work moved
+ * to the reader's side of the loopback.
  *
  * Run: `npm run bench -- sendfile-load [--loads 0,2,0,2] [--seconds 4]`. Needs nginx and wrk
  * (Debian's; `.ci/run` installs both). nginx is the HIT bench's (`bench/nginx.ts`). Everything
@@ -20,7 +25,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fmtSpread, processCpuPartsMs, spread } from './cpuclock.js';
+import { childrenCpuMs, fmtSpread, processCpuPartsMs, spread } from './cpuclock.js';
 import { startNginx } from './nginx.js';
 
 const args = process.argv.slice(2);
@@ -56,6 +61,13 @@ process.on('exit', () => {
 });
 
 /** The machine's cpu line of /proc/stat: user nice system idle iowait irq softirq steal … */
+/** Bytes written and write-type calls (`sendfile`, `writev`, `write`) of `pid` so far. */
+function writeCalls(pid: number): { bytes: number; calls: number } {
+  const io = readFileSync(`/proc/${pid}/io`, 'utf8');
+  const field = (name: string) => Number(new RegExp(`${name}: (\\d+)`).exec(io)![1]);
+  return { bytes: field('wchar'), calls: field('syscw') };
+}
+
 const machine = () =>
   readFileSync('/proc/stat', 'utf8').split('\n')[0]!.split(/\s+/).slice(1).map(Number);
 
@@ -77,7 +89,9 @@ const servers = [
   { name: 'node res.end', pid: writer.pid!, port: writerPort },
 ];
 console.log(`1 MiB over 64 connections, wrk -t1 -d${SECONDS}s; CPU s per GiB read`);
-console.log('loops  server          GiB/s  own user  own sys  own total | machine sys  softirq');
+console.log(
+  'loops  server          GiB/s  own user  own sys  own total | KiB/call | wrk CPU | machine sys  softirq',
+);
 const rows: Array<{ loops: number; name: string; total: number }> = [];
 for (const n of LOADS) {
   while (loops.length < n)
@@ -86,6 +100,8 @@ for (const n of LOADS) {
   await new Promise((r) => setTimeout(r, 500));
   for (const s of servers) {
     const a = processCpuPartsMs(s.pid);
+    const w0 = writeCalls(s.pid);
+    const k0 = childrenCpuMs('self');
     const m0 = machine();
     const r = spawnSync(
       'wrk',
@@ -93,6 +109,8 @@ for (const n of LOADS) {
       { encoding: 'utf8' },
     );
     const b = processCpuPartsMs(s.pid);
+    const w1 = writeCalls(s.pid);
+    const k1 = childrenCpuMs('self');
     const m1 = machine();
     const read = /([\d.]+)(GB|MB) read/.exec(r.stdout ?? '');
     if (!read) throw new Error(`wrk against ${s.name} read nothing:\n${r.stdout}${r.stderr}`);
@@ -103,7 +121,7 @@ for (const n of LOADS) {
     rows.push({ loops: n, name: s.name, total: user + sys });
     const f = (v: number, w: number) => v.toFixed(3).padStart(w);
     console.log(
-      `${String(n).padStart(5)}  ${s.name.padEnd(14)}  ${(gib / SECONDS).toFixed(2).padStart(5)}  ${f(user, 8)}  ${f(sys, 7)}  ${f(user + sys, 9)} | ${f(m[2]!, 11)}  ${f(m[6]!, 7)}`,
+      `${String(n).padStart(5)}  ${s.name.padEnd(14)}  ${(gib / SECONDS).toFixed(2).padStart(5)}  ${f(user, 8)}  ${f(sys, 7)}  ${f(user + sys, 9)} | ${((w1.bytes - w0.bytes) / (w1.calls - w0.calls) / 1024).toFixed(0).padStart(8)} | ${f((k1 - k0) / 1000 / gib, 7)} | ${f(m[2]!, 11)}  ${f(m[6]!, 7)}`,
     );
   }
 }

@@ -1,0 +1,173 @@
+/**
+ * `npm run bench -- threads [--loads 0,2,0,2] [--rounds 2]`: where a MISS's proxy CPU goes, thread
+ * by thread, and how it moves when the machine is busy (issue #17: why P1 does not hold within
+ * 20 % beside busy loops). One proxy (`bench/serve.mjs`: the compiled build, 2 slots, a file
+ * store) serves rounds of 6 distinct mp3 128k renders of a 60 s WAV, 2 at a time, the MISS load
+ * of `bench/cpu.ts`; for each entry of `--loads` that many busy loops run beside it.
+ *
+ * Per round, for every thread of the proxy (`/proc/<pid>/task/<tid>/schedstat`: the scheduler's
+ * own nanosecond clock of time on a CPU, not /proc's 10 ms ticks) and for the ffmpegs it reaped
+ * (cutime + cstime), the CPU and the wakeups (voluntary context switches: each one a return to a
+ * CPU whose caches something else used meanwhile). Threads are grouped as the main thread (the
+ * event loop) and the rest (worker threads, libuv's pool, V8's helpers: Node 20 names them all
+ * `node`). What it shows on a 2-vCPU VM: the wakeups per round barely move with load (except the
+ * main thread's delay monitor, which follows wall time), while the CPU per wakeup rises by half;
+ * ffmpeg, which runs long slices, does not stretch alike, so proxy ÷ ffmpeg moves.
+ *
+ * The busy loops are killed on the way out; the proxy is stopped with SIGTERM.
+ */
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { ensureBuilt } from './built.js';
+import { childrenCpuMs, fmtSpread, quiesce, spread } from './cpuclock.js';
+
+const args = process.argv.slice(2);
+const opt = (name: string, fallback: string) =>
+  args.includes(name) ? args[args.indexOf(name) + 1]! : fallback;
+const LOADS = opt('--loads', '0,2,0,2').split(',').map(Number);
+const ROUNDS = Number(opt('--rounds', '2'));
+if (LOADS.some((n) => !Number.isInteger(n) || n < 0 || n > 16) || !(ROUNDS >= 1))
+  throw new RangeError('--loads needs integers from 0 to 16, --rounds a positive integer');
+const RENDERS = 6;
+const VARIANT = '/insecure/f:mp3/br:128';
+
+ensureBuilt();
+const root = mkdtempSync(join(tmpdir(), 'ap-bench-threads-'));
+const store = join(root, 'store');
+mkdirSync(store);
+execFileSync('ffmpeg', [
+  ...['-nostdin', '-loglevel', 'error', '-y'],
+  ...['-f', 'lavfi', '-i', 'sine=frequency=440:sample_rate=44100:duration=60'],
+  ...['-f', 'lavfi', '-i', 'sine=frequency=660:sample_rate=44100:duration=60'],
+  ...['-filter_complex', 'amerge=inputs=2', '-c:a', 'pcm_s16le', join(root, 'in.wav')],
+]);
+const proxy = spawn(
+  process.execPath,
+  [fileURLToPath(new URL('serve.mjs', import.meta.url)), root, store],
+  { stdio: ['pipe', 'pipe', 'inherit'] },
+);
+const loops: ChildProcess[] = [];
+process.on('exit', () => {
+  for (const l of loops) l.kill('SIGKILL');
+  proxy.kill('SIGTERM');
+  rmSync(root, { recursive: true, force: true });
+});
+const url = await new Promise<string>((resolve, reject) => {
+  proxy.once('exit', (code) => reject(new Error(`the proxy exited (${code}) before listening`)));
+  createInterface({ input: proxy.stdout! }).on('line', (l) => {
+    if (l.startsWith('LISTENING ')) resolve(l.slice('LISTENING '.length));
+  });
+});
+const pid = proxy.pid!;
+
+interface ThreadSample {
+  readonly cpuMs: number;
+  readonly wakes: number;
+}
+/** Every live thread of the proxy: on-CPU time (ms, ns-precise) and voluntary switches. */
+function threads(): Map<number, ThreadSample> {
+  const out = new Map<number, ThreadSample>();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const ns = Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+      const status = readFileSync(`/proc/${pid}/task/${tid}/status`, 'utf8');
+      const wakes = Number(/\nvoluntary_ctxt_switches:\s+(\d+)/.exec(status)![1]);
+      out.set(Number(tid), { cpuMs: ns / 1e6, wakes });
+    } catch {
+      // the thread ended between the listing and the read
+    }
+  }
+  return out;
+}
+
+async function get(path: string): Promise<void> {
+  const res = await fetch(url + path);
+  if (res.status !== 200) throw new Error(`${path}: HTTP ${res.status}`);
+  await res.arrayBuffer();
+}
+
+/** One round of RENDERS distinct renders, two at a time; what each side spent on it. */
+async function round(tag: string) {
+  const before = threads();
+  const ff0 = childrenCpuMs(pid);
+  const t0 = performance.now();
+  const queue = Array.from(
+    { length: RENDERS },
+    (_, i) => `${VARIANT}/cb:${tag}-${i}/plain/local://in.wav`,
+  );
+  await Promise.all(
+    [0, 1].map(async () => {
+      for (let p = queue.shift(); p; p = queue.shift()) await get(p);
+    }),
+  );
+  const wallMs = performance.now() - t0;
+  await quiesce(pid);
+  const after = threads();
+  const sum = { main: { cpuMs: 0, wakes: 0 }, rest: { cpuMs: 0, wakes: 0 } };
+  for (const [tid, b] of after) {
+    const a = before.get(tid) ?? { cpuMs: 0, wakes: 0 };
+    const group = tid === pid ? sum.main : sum.rest;
+    group.cpuMs += b.cpuMs - a.cpuMs;
+    group.wakes += b.wakes - a.wakes;
+  }
+  return { wallMs, ffmpegMs: childrenCpuMs(pid) - ff0, ...sum };
+}
+
+await get(`${VARIANT}/cb:warm-${Date.now()}/plain/local://in.wav`);
+await quiesce(pid);
+type Round = Awaited<ReturnType<typeof round>> & { loops: number };
+const rows: Round[] = [];
+const us = (ms: number, n: number) => (n > 0 ? ((ms / n) * 1000).toFixed(0) : '–');
+console.log(
+  `${RENDERS} mp3 128k renders of 60 s per round, 2 at a time; per round: CPU ms / wakeups, µs per wakeup`,
+);
+console.log(
+  'loops  wall s  ffmpeg ms |  main ms  wakes  µs/w |  rest ms  wakes  µs/w | proxy ÷ ffmpeg',
+);
+for (const [i, n] of LOADS.entries()) {
+  while (loops.length < n)
+    loops.push(spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' }));
+  while (loops.length > n) loops.pop()!.kill('SIGKILL');
+  await new Promise((r) => setTimeout(r, 500));
+  for (let r = 0; r < ROUNDS; r++) {
+    const x = { ...(await round(`${Date.now()}-${i}-${r}`)), loops: n };
+    rows.push(x);
+    console.log(
+      `${String(n).padStart(5)}  ${(x.wallMs / 1000).toFixed(1).padStart(6)}  ${x.ffmpegMs.toFixed(0).padStart(9)} | ${x.main.cpuMs.toFixed(0).padStart(8)}  ${String(x.main.wakes).padStart(5)}  ${us(x.main.cpuMs, x.main.wakes).padStart(4)} | ${x.rest.cpuMs.toFixed(0).padStart(8)}  ${String(x.rest.wakes).padStart(5)}  ${us(x.rest.cpuMs, x.rest.wakes).padStart(4)} | ${(((x.main.cpuMs + x.rest.cpuMs) / x.ffmpegMs) * 100).toFixed(2).padStart(6)} %`,
+    );
+  }
+}
+console.log('\nmedian (min–max) by load');
+for (const n of new Set(LOADS)) {
+  const of = (f: (r: Round) => number) => spread(rows.filter((r) => r.loops === n).map(f));
+  console.log(
+    `  ${n} loops: ffmpeg ${fmtSpread(
+      of((r) => r.ffmpegMs),
+      0,
+    )} ms; main ${fmtSpread(
+      of((r) => r.main.cpuMs),
+      0,
+    )} ms, ${fmtSpread(
+      of((r) => (r.main.cpuMs / r.main.wakes) * 1000),
+      0,
+    )} µs/wakeup; rest ${fmtSpread(
+      of((r) => r.rest.cpuMs),
+      0,
+    )} ms, ${fmtSpread(
+      of((r) => r.rest.wakes),
+      0,
+    )} wakeups, ${fmtSpread(
+      of((r) => (r.rest.cpuMs / r.rest.wakes) * 1000),
+      0,
+    )} µs/wakeup; proxy ÷ ffmpeg ${fmtSpread(
+      of((r) => ((r.main.cpuMs + r.rest.cpuMs) / r.ffmpegMs) * 100),
+      2,
+    )} %`,
+  );
+}
+console.log(`load average (1 min) at the end: ${loadavg()[0]!.toFixed(1)}`);
+process.exit(0);
