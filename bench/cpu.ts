@@ -47,6 +47,7 @@ import {
   processCpuMs,
   quiesce,
   type Spread,
+  settle,
   spread,
   spreadFigures,
 } from './cpuclock.js';
@@ -80,12 +81,6 @@ const LOOPBACK_BYTES = 1024 * 1024 * 1024;
 const FFMPEG_STARTS = 10;
 /** The idle window, in ms. */
 const IDLE_MS = 3_000;
-/**
- * Quiet time after the warm-up, in ms: V8's helper threads keep compiling and collecting for
- * several seconds after the first requests (measured: ~100 ms CPU/s for the first 3 s, ~3 ms/s
- * after 10 s).
- */
-const SETTLE_MS = 5_000;
 /** HIT profiling load: connections and seconds. */
 const HIT_CONNECTIONS = 16;
 const HIT_SECONDS = 3;
@@ -518,7 +513,12 @@ async function warmUp(url: string, pid: number): Promise<void> {
     await crowd(url, LISTENERS, `${COAL_VARIANT}/cb:warm-${n}-${Date.now()}/plain/local://in.wav`);
   }
   await quiesce(pid);
-  await new Promise((r) => setTimeout(r, SETTLE_MS));
+  // V8's helper threads keep compiling and collecting after the first requests, and its memory
+  // reducer shrinks every isolate 8–18 s after start: rounds begin once that is over.
+  const settled = await settle(pid);
+  console.log(
+    `settled ${settled.waitedS.toFixed(0)} s after the warm-up (${settled.spentMs} ms of background CPU)`,
+  );
 }
 
 async function main(): Promise<void> {

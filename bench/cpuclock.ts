@@ -12,6 +12,8 @@
  *   running is not counted anywhere yet.
  * - Both are in clock ticks (USER_HZ = 100, 10 ms), so a figure should sum enough work that a
  *   tick is a small part of it; the benchmarks sum several renders per round.
+ * - `settle(pid)` waits until a freshly started process has stopped working in the background
+ *   (see its note): a bench measures rounds after it, not during V8's start-up collections.
  * - `loadAvg()` is /proc/loadavg's 1-minute figure, printed at the start and end of each bench.
  * - `spread(xs)` is the median with min and max over rounds.
  */
@@ -23,7 +25,8 @@ const CLOCK_TICK_MS = 10;
 
 function statFields(pid: number | 'self'): string[] {
   const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
-  // After "pid (comm) ": state is index 0, utime 11, stime 12, cutime 13, cstime 14.
+  // After "pid (comm) ": state is index 0, utime 11, stime 12, cutime 13, cstime 14,
+  // starttime 19.
   return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
 }
 
@@ -83,6 +86,47 @@ export async function quiesce(pid: number, maxMs = 10_000): Promise<void> {
     if (performance.now() > end) throw new Error(`process ${pid} still has children`);
     await new Promise((r) => setTimeout(r, 10));
   }
+}
+
+/**
+ * Waits until `pid` has spent at most one clock tick a second for `quietS` seconds in a row (at
+ * most `maxS` seconds in all), and says how long that took and what the process spent meanwhile.
+ * Why: V8's memory reducer shrinks every isolate some 8 and 16 seconds after it starts, and a
+ * proxy has a dozen (the main thread, the render and probe pools' workers): measured
+ * (`node --trace-gc bench/serve.mjs`, idle after six renders) as ~28 `Mark-Compact (reduce)`
+ * between 8.9 and 17.7 s after start, ~450 ms of CPU in all, then nothing. A round that
+ * overlaps that window carries it, and which round does depends on how long the warm-up took,
+ * so on the machine's load: a busy machine's slower warm-up put the whole storm into its first
+ * MISS round (640 ms of proxy CPU against 280–300 in the next; 300 with `--no-memory-reducer`).
+ * The reducer's gaps last up to ~4.5 s, hence five quiet seconds, and never before the process
+ * is `minAgeS` old.
+ */
+export async function settle(
+  pid: number,
+  quietS = 5,
+  maxS = 60,
+  minAgeS = 20,
+): Promise<{ waitedS: number; spentMs: number }> {
+  const start = performance.now();
+  const cpu0 = processCpuMs(pid);
+  let last = cpu0;
+  let quiet = 0;
+  let waited = 0;
+  while ((quiet < quietS || ageS(pid) < minAgeS) && waited < maxS) {
+    await new Promise((r) => setTimeout(r, 1000));
+    waited++;
+    const now = processCpuMs(pid);
+    quiet = now - last <= CLOCK_TICK_MS ? quiet + 1 : 0;
+    last = now;
+  }
+  return { waitedS: (performance.now() - start) / 1000, spentMs: last - cpu0 };
+}
+
+/** Seconds since `pid` started (/proc/<pid>/stat's starttime against /proc/uptime). */
+function ageS(pid: number): number {
+  const startTicks = Number(statFields(pid)[19]);
+  const uptimeS = Number(readFileSync('/proc/uptime', 'utf8').split(' ')[0]);
+  return uptimeS - (startTicks * CLOCK_TICK_MS) / 1000;
 }
 
 /** The 1-minute load average. */

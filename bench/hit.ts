@@ -43,7 +43,7 @@ import { fileURLToPath } from 'node:url';
 import { FileVariantStore } from '../src/store/file.js';
 import { DEFAULT_HIT_CACHE_BYTES } from '../src/store/hotCache.js';
 import { ensureBuilt } from './built.js';
-import { fmtSpread, processCpuMs, spread, spreadFigures } from './cpuclock.js';
+import { fmtSpread, processCpuMs, settle, spread, spreadFigures } from './cpuclock.js';
 import { startNginx } from './nginx.js';
 import { topOfProfile } from './profileTop.js';
 import { report } from './report.js';
@@ -311,6 +311,15 @@ async function main() {
     for (const t of targets) await waitReady(t, t.name.startsWith('proxy') ? undefined : data);
     // Warm-up, discarded: the JIT compiles the request path and the hot cache loads the variant.
     for (const t of targets) await load(t, WARMUP_SECONDS);
+    // Rounds begin once every Node server has stopped working in the background (a proxy's
+    // dozen isolates each run V8's memory reducer 8–18 s after start: `settle`).
+    const settled = await Promise.all(
+      targets.filter((t) => !t.workerPid).map(async (t) => [t.name, await settle(t.pid)] as const),
+    );
+    process.stderr.write(
+      `settled: ${settled.map(([n, s]) => `${n} ${s.waitedS.toFixed(0)} s, ${s.spentMs} ms`).join('; ')}
+`,
+    );
     if (PROFILE) {
       await profileRun(targets[0]!, join(dir, `${PROFILE}.cpuprofile`));
       return;

@@ -10,11 +10,14 @@
  * (cutime + cstime), the CPU and the wakeups (voluntary context switches: each one a return to a
  * CPU whose caches something else used meanwhile). Threads are grouped as the main thread (the
  * event loop) and the rest (worker threads, libuv's pool, V8's helpers: Node 20 names them all
- * `node`). What it shows on a 2-vCPU VM: the wakeups per round barely move with load (except the
+ * `node`), and the collections of every isolate (`--trace-gc`: scavenges, mark-compacts, and
+ * the memory reducer's mark-compacts). Rounds begin once the proxy has settled after the warm-up
+ * (`settle`: V8's start-up collections are over). What it shows on a 2-vCPU VM: the wakeups per round barely move with load (except the
  * main thread's delay monitor, which follows wall time), while the CPU per wakeup rises by half;
  * ffmpeg, which runs long slices, does not stretch alike, so proxy ÷ ffmpeg moves.
  *
- * The busy loops are killed on the way out; the proxy is stopped with SIGTERM.
+ * The busy loops are killed on the way out; the proxy is stopped with SIGTERM and its scratch
+ * directory removed once it has exited.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -23,7 +26,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { ensureBuilt } from './built.js';
-import { childrenCpuMs, fmtSpread, quiesce, spread } from './cpuclock.js';
+import { childrenCpuMs, fmtSpread, quiesce, settle, spread } from './cpuclock.js';
 
 const args = process.argv.slice(2);
 const opt = (name: string, fallback: string) =>
@@ -47,19 +50,26 @@ execFileSync('ffmpeg', [
 ]);
 const proxy = spawn(
   process.execPath,
-  [fileURLToPath(new URL('serve.mjs', import.meta.url)), root, store],
+  ['--trace-gc', fileURLToPath(new URL('serve.mjs', import.meta.url)), root, store],
   { stdio: ['pipe', 'pipe', 'inherit'] },
 );
 const loops: ChildProcess[] = [];
+const proxyExited = new Promise<void>((r) => proxy.once('exit', () => r()));
+// A crash of this script must not leave busy loops or the proxy running.
 process.on('exit', () => {
   for (const l of loops) l.kill('SIGKILL');
-  proxy.kill('SIGTERM');
-  rmSync(root, { recursive: true, force: true });
+  proxy.kill('SIGKILL');
 });
+/** Collections so far, from the proxy's `--trace-gc` lines. */
+const gcs = { minor: 0, major: 0, reduce: 0 };
 const url = await new Promise<string>((resolve, reject) => {
   proxy.once('exit', (code) => reject(new Error(`the proxy exited (${code}) before listening`)));
   createInterface({ input: proxy.stdout! }).on('line', (l) => {
     if (l.startsWith('LISTENING ')) resolve(l.slice('LISTENING '.length));
+    // `--trace-gc`: one line per collection, of any isolate (main thread and workers).
+    if (l.includes(': Scavenge')) gcs.minor++;
+    else if (l.includes(': Mark-Compact (reduce)')) gcs.reduce++;
+    else if (l.includes(': Mark-Compact')) gcs.major++;
   });
 });
 const pid = proxy.pid!;
@@ -93,6 +103,7 @@ async function get(path: string): Promise<void> {
 /** One round of RENDERS distinct renders, two at a time; what each side spent on it. */
 async function round(tag: string) {
   const before = threads();
+  const gc0 = { ...gcs };
   const ff0 = childrenCpuMs(pid);
   const t0 = performance.now();
   const queue = Array.from(
@@ -114,11 +125,17 @@ async function round(tag: string) {
     group.cpuMs += b.cpuMs - a.cpuMs;
     group.wakes += b.wakes - a.wakes;
   }
-  return { wallMs, ffmpegMs: childrenCpuMs(pid) - ff0, ...sum };
+  const gc = `${gcs.minor - gc0.minor}/${gcs.major - gc0.major}/${gcs.reduce - gc0.reduce}`;
+  return { wallMs, ffmpegMs: childrenCpuMs(pid) - ff0, ...sum, gc };
 }
 
-await get(`${VARIANT}/cb:warm-${Date.now()}/plain/local://in.wav`);
+for (let i = 0; i < RENDERS; i++)
+  await get(`${VARIANT}/cb:warm-${Date.now()}-${i}/plain/local://in.wav`);
 await quiesce(pid);
+const settled = await settle(pid);
+console.log(
+  `settled ${settled.waitedS.toFixed(0)} s after the warm-up (${settled.spentMs} ms of background CPU)`,
+);
 type Round = Awaited<ReturnType<typeof round>> & { loops: number };
 const rows: Round[] = [];
 const us = (ms: number, n: number) => (n > 0 ? ((ms / n) * 1000).toFixed(0) : '–');
@@ -126,7 +143,7 @@ console.log(
   `${RENDERS} mp3 128k renders of 60 s per round, 2 at a time; per round: CPU ms / wakeups, µs per wakeup`,
 );
 console.log(
-  'loops  wall s  ffmpeg ms |  main ms  wakes  µs/w |  rest ms  wakes  µs/w | proxy ÷ ffmpeg',
+  'loops  wall s  ffmpeg ms |  main ms  wakes  µs/w |  rest ms  wakes  µs/w | proxy ÷ ffmpeg | GCs minor/major/reduce',
 );
 for (const [i, n] of LOADS.entries()) {
   while (loops.length < n)
@@ -137,7 +154,7 @@ for (const [i, n] of LOADS.entries()) {
     const x = { ...(await round(`${Date.now()}-${i}-${r}`)), loops: n };
     rows.push(x);
     console.log(
-      `${String(n).padStart(5)}  ${(x.wallMs / 1000).toFixed(1).padStart(6)}  ${x.ffmpegMs.toFixed(0).padStart(9)} | ${x.main.cpuMs.toFixed(0).padStart(8)}  ${String(x.main.wakes).padStart(5)}  ${us(x.main.cpuMs, x.main.wakes).padStart(4)} | ${x.rest.cpuMs.toFixed(0).padStart(8)}  ${String(x.rest.wakes).padStart(5)}  ${us(x.rest.cpuMs, x.rest.wakes).padStart(4)} | ${(((x.main.cpuMs + x.rest.cpuMs) / x.ffmpegMs) * 100).toFixed(2).padStart(6)} %`,
+      `${String(n).padStart(5)}  ${(x.wallMs / 1000).toFixed(1).padStart(6)}  ${x.ffmpegMs.toFixed(0).padStart(9)} | ${x.main.cpuMs.toFixed(0).padStart(8)}  ${String(x.main.wakes).padStart(5)}  ${us(x.main.cpuMs, x.main.wakes).padStart(4)} | ${x.rest.cpuMs.toFixed(0).padStart(8)}  ${String(x.rest.wakes).padStart(5)}  ${us(x.rest.cpuMs, x.rest.wakes).padStart(4)} | ${(((x.main.cpuMs + x.rest.cpuMs) / x.ffmpegMs) * 100).toFixed(2).padStart(6)} % | ${x.gc}`,
     );
   }
 }
@@ -170,4 +187,9 @@ for (const n of new Set(LOADS)) {
   );
 }
 console.log(`load average (1 min) at the end: ${loadavg()[0]!.toFixed(1)}`);
+for (const l of loops) l.kill('SIGKILL');
+// The proxy may still be closing a store write: its directory goes once it has exited.
+proxy.kill('SIGTERM');
+await proxyExited;
+rmSync(root, { recursive: true, force: true });
 process.exit(0);
