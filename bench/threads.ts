@@ -11,10 +11,13 @@
  * CPU whose caches something else used meanwhile). Threads are grouped as the main thread (the
  * event loop) and the rest (worker threads, libuv's pool, V8's helpers: Node 20 names them all
  * `node`), and the collections of every isolate (`--trace-gc`: scavenges, mark-compacts, and
- * the memory reducer's mark-compacts). Rounds begin once the proxy has settled after the warm-up
- * (`settle`: V8's start-up collections are over). What it shows on a 2-vCPU VM: the wakeups per round barely move with load (except the
- * main thread's delay monitor, which follows wall time), while the CPU per wakeup rises by half;
- * ffmpeg, which runs long slices, does not stretch alike, so proxy ÷ ffmpeg moves.
+ * the memory reducer's mark-compacts). Rounds begin once the proxy has settled after the
+ * warm-up (`settle`: V8's start-up collections are over).
+ *
+ * What it showed on a 2-vCPU VM (docs/performance.md, session 10): beside two busy loops a round
+ * takes ten times the wall time while ffmpeg's CPU for it moves by 1 %; the worker threads wake
+ * about as often as on a quiet machine but spend a fifth more per wakeup, and the main thread
+ * wakes 2.5 times as often (its delay monitor samples wall time), so proxy ÷ ffmpeg moves.
  *
  * The busy loops are killed on the way out; the proxy is stopped with SIGTERM and its scratch
  * directory removed once it has exited.
@@ -33,7 +36,11 @@ const opt = (name: string, fallback: string) =>
   args.includes(name) ? args[args.indexOf(name) + 1]! : fallback;
 const LOADS = opt('--loads', '0,2,0,2').split(',').map(Number);
 const ROUNDS = Number(opt('--rounds', '2'));
-if (LOADS.some((n) => !Number.isInteger(n) || n < 0 || n > 16) || !(ROUNDS >= 1))
+if (
+  LOADS.some((n) => !Number.isInteger(n) || n < 0 || n > 16) ||
+  !Number.isInteger(ROUNDS) ||
+  ROUNDS < 1
+)
   throw new RangeError('--loads needs integers from 0 to 16, --rounds a positive integer');
 const RENDERS = 6;
 const VARIANT = '/insecure/f:mp3/br:128';
