@@ -13,13 +13,14 @@
  * busy loops for the whole run (killed on the way out), so the second run's load is known;
  * `--compare` runs nothing and only rewrites the comparison from the kept runs.
  */
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { type ChildProcess, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { BATCH_BYTES, FLUSH_MS } from '../src/core/worker.js';
 import { appendRun, comparisonMarkdown, type RatioFigure, type RunRecord } from './compare.js';
+import { busyLoop } from './fixtures.js';
 import type { Figures } from './report.js';
 
 const argv = process.argv.slice(2);
@@ -99,9 +100,7 @@ if (compareOnly) {
 }
 
 /** Busy loops that load the machine for the whole run (`--load N`), killed on the way out. */
-const loaders: ChildProcess[] = Array.from({ length: extraLoad }, () =>
-  spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' }),
-);
+const loaders: ChildProcess[] = Array.from({ length: extraLoad }, busyLoop);
 const stopLoaders = () => {
   for (const l of loaders) l.kill('SIGKILL');
 };

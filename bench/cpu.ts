@@ -31,7 +31,7 @@
  * 3 s of 16 keep-alive connections fetching one cached variant. It prints the top self-time
  * functions.
  */
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { connect, createServer, type Socket } from 'node:net';
@@ -51,6 +51,7 @@ import {
   spread,
   spreadFigures,
 } from './cpuclock.js';
+import { makeStereoWav } from './fixtures.js';
 import { topOfProfile } from './profileTop.js';
 import { report } from './report.js';
 
@@ -238,15 +239,6 @@ async function measure<T>(
 function systemCpuMs(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
   return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[12]) * 10;
-}
-
-function makeSource(root: string): void {
-  execFileSync('ffmpeg', [
-    ...['-nostdin', '-loglevel', 'error', '-y'],
-    ...['-f', 'lavfi', '-i', 'sine=frequency=440:sample_rate=44100:duration=60'],
-    ...['-f', 'lavfi', '-i', 'sine=frequency=660:sample_rate=44100:duration=60'],
-    ...['-filter_complex', 'amerge=inputs=2', '-c:a', 'pcm_s16le', join(root, 'in.wav')],
-  ]);
 }
 
 const missRound = (url: string, tag: string) =>
@@ -526,7 +518,7 @@ async function main(): Promise<void> {
   const root = mkdtempSync(join(tmpdir(), 'ap-bench-cpu-'));
   const store = join(root, 'store');
   mkdirSync(store);
-  makeSource(root);
+  makeStereoWav(join(root, 'in.wav'));
   const proxy = await startChild(['--serve', root, store]);
   const url = proxy.line;
   const pid = proxy.pid;

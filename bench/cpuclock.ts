@@ -99,13 +99,14 @@ export async function quiesce(pid: number, maxMs = 10_000): Promise<void> {
  * so on the machine's load: a busy machine's slower warm-up put the whole storm into its first
  * MISS round (640 ms of proxy CPU against 280–300 in the next; 300 with `--no-memory-reducer`).
  * The reducer's gaps last up to ~4.5 s, hence five quiet seconds, and never before the process
- * is `minAgeS` old.
+ * is `minAgeS` old: at 20 s a late cycle (one isolate at 25 s in one trace, two reduce GCs in
+ * the first quiet round of `bench/threads.ts` in another run) still fell into a round.
  */
 export async function settle(
   pid: number,
   quietS = 5,
   maxS = 60,
-  minAgeS = 20,
+  minAgeS = 30,
 ): Promise<{ waitedS: number; spentMs: number }> {
   const start = performance.now();
   const cpu0 = processCpuMs(pid);

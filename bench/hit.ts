@@ -317,8 +317,7 @@ async function main() {
       targets.filter((t) => !t.workerPid).map(async (t) => [t.name, await settle(t.pid)] as const),
     );
     process.stderr.write(
-      `settled: ${settled.map(([n, s]) => `${n} ${s.waitedS.toFixed(0)} s, ${s.spentMs} ms`).join('; ')}
-`,
+      `settled: ${settled.map(([n, s]) => `${n} ${s.waitedS.toFixed(0)} s, ${s.spentMs} ms`).join('; ')}\n`,
     );
     if (PROFILE) {
       await profileRun(targets[0]!, join(dir, `${PROFILE}.cpuprofile`));

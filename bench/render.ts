@@ -27,6 +27,7 @@ import { parseRoute } from '../src/http/options.js';
 import { createAudioProxy } from '../src/proxy.js';
 import { buildRenderArgv } from '../src/workers/argv.js';
 import { resolveFfmpeg } from '../src/workers/ffmpegPath.js';
+import { makeStereoWav } from './fixtures.js';
 import { report } from './report.js';
 
 const ROUNDS = Number(process.argv[2] ?? 5);
@@ -184,12 +185,7 @@ async function pinnedP2(
 async function main() {
   const root = mkdtempSync(join(tmpdir(), 'ap-bench-render-'));
   const source = join(root, 'in.wav');
-  execFileSync(ffmpeg, [
-    ...['-nostdin', '-loglevel', 'error', '-y'],
-    ...['-f', 'lavfi', '-i', 'sine=frequency=440:sample_rate=44100:duration=60'],
-    ...['-f', 'lavfi', '-i', 'sine=frequency=660:sample_rate=44100:duration=60'],
-    ...['-filter_complex', 'amerge=inputs=2', '-c:a', 'pcm_s16le', source],
-  ]);
+  makeStereoWav(source, ffmpeg);
   const { proxy, url } = await startProxy(root);
 
   const argvOf = (variant: string) => {

@@ -26,6 +26,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { childrenCpuMs, fmtSpread, processCpuPartsMs, spread } from './cpuclock.js';
+import { busyLoop } from './fixtures.js';
 import { startNginx } from './nginx.js';
 
 const args = process.argv.slice(2);
@@ -60,7 +61,6 @@ process.on('exit', () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-/** The machine's cpu line of /proc/stat: user nice system idle iowait irq softirq steal … */
 /** Bytes written and write-type calls (`sendfile`, `writev`, `write`) of `pid` so far. */
 function writeCalls(pid: number): { bytes: number; calls: number } {
   const io = readFileSync(`/proc/${pid}/io`, 'utf8');
@@ -68,6 +68,7 @@ function writeCalls(pid: number): { bytes: number; calls: number } {
   return { bytes: field('wchar'), calls: field('syscw') };
 }
 
+/** The machine's cpu line of /proc/stat: user nice system idle iowait irq softirq steal … */
 const machine = () =>
   readFileSync('/proc/stat', 'utf8').split('\n')[0]!.split(/\s+/).slice(1).map(Number);
 
@@ -94,8 +95,7 @@ console.log(
 );
 const rows: Array<{ loops: number; name: string; total: number }> = [];
 for (const n of LOADS) {
-  while (loops.length < n)
-    loops.push(spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' }));
+  while (loops.length < n) loops.push(busyLoop());
   while (loops.length > n) loops.pop()!.kill('SIGKILL');
   await new Promise((r) => setTimeout(r, 500));
   for (const s of servers) {

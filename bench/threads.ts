@@ -22,7 +22,7 @@
  * The busy loops are killed on the way out; the proxy is stopped with SIGTERM and its scratch
  * directory removed once it has exited.
  */
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -30,6 +30,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { ensureBuilt } from './built.js';
 import { childrenCpuMs, fmtSpread, quiesce, settle, spread } from './cpuclock.js';
+import { busyLoop, makeStereoWav } from './fixtures.js';
 
 const args = process.argv.slice(2);
 const opt = (name: string, fallback: string) =>
@@ -49,12 +50,7 @@ ensureBuilt();
 const root = mkdtempSync(join(tmpdir(), 'ap-bench-threads-'));
 const store = join(root, 'store');
 mkdirSync(store);
-execFileSync('ffmpeg', [
-  ...['-nostdin', '-loglevel', 'error', '-y'],
-  ...['-f', 'lavfi', '-i', 'sine=frequency=440:sample_rate=44100:duration=60'],
-  ...['-f', 'lavfi', '-i', 'sine=frequency=660:sample_rate=44100:duration=60'],
-  ...['-filter_complex', 'amerge=inputs=2', '-c:a', 'pcm_s16le', join(root, 'in.wav')],
-]);
+makeStereoWav(join(root, 'in.wav'));
 const proxy = spawn(
   process.execPath,
   ['--trace-gc', fileURLToPath(new URL('serve.mjs', import.meta.url)), root, store],
@@ -153,8 +149,7 @@ console.log(
   'loops  wall s  ffmpeg ms |  main ms  wakes  µs/w |  rest ms  wakes  µs/w | proxy ÷ ffmpeg | GCs minor/major/reduce',
 );
 for (const [i, n] of LOADS.entries()) {
-  while (loops.length < n)
-    loops.push(spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' }));
+  while (loops.length < n) loops.push(busyLoop());
   while (loops.length > n) loops.pop()!.kill('SIGKILL');
   await new Promise((r) => setTimeout(r, 500));
   for (let r = 0; r < ROUNDS; r++) {
